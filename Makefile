@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# fastreg: user-facing targets. Kbuild reads ./Kbuild, not this file.
+#
+#   make            build fastreg.ko (sets up the toolchain and test kernel on first use)
+#   make test       host unit tests + module build + VM tests; last line "N passed, N failed"
+#   make run        boot a VM on rxe, load fastreg and show what it found
+#   make lint       rustfmt, clippy (1.96, as the kernel) and checkpatch
+#   make clean      remove build products (the cached kernel stays, see README)
+#
+# KDIR=<kernel tree> builds against another kernel (it must have CONFIG_RUST and its
+# Rust metadata); by default the cached test kernel is used.
+
+SHELL := /bin/bash
+
+ifdef KDIR
+SETUP := host
+else
+SETUP := all
+endif
+
+.PHONY: all module setup test run lint clean
+
+all: module
+
+setup:
+	@scripts/setup.sh $(SETUP)
+
+module: setup
+	@scripts/kmake.sh modules
+
+test:
+	@scripts/test.sh
+
+run: module
+	@scripts/run.sh
+
+lint: module
+	@scripts/lint.sh
+
+clean:
+	@if [ -f "$$(scripts/kdir.sh)/Makefile" ]; then scripts/kmake.sh clean; fi
+	rm -rf build

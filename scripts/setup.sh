@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Installs and builds everything fastreg needs, idempotently: each step checks whether it is
+# already done and skips itself. Called by the make targets; never needs to be run by hand.
+#
+#   scripts/setup.sh            all steps (packages, bindgen, virtme-ng, test kernel)
+#   scripts/setup.sh host       only what host-side checks need (packages, bindgen)
+#
+# The test kernel is built once per (kernel version, config fragment, recipe) and cached under
+# $FASTREG_CACHE (default ~/.cache/fastreg), outside the clone.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+PACKAGES=(
+	# Rust 1.96 with its sources, clippy and rustfmt of the same version.
+	rustc-web rust-web-src rust-web-clippy rustfmt-web
+	# LLVM=-19 kernel build and bindgen's libclang.
+	clang-19 libclang-19-dev lld-19 llvm-19
+	# Kernel build dependencies.
+	make bison flex bc libelf-dev libssl-dev cpio kmod dwarves xz-utils
+	# VM and RDMA user space (the guest shares the host's root file system).
+	qemu-system-x86 udev iproute2 rdma-core ibverbs-utils perftest
+	# Python for virtme-ng's venv.
+	python3 python3-venv busybox-static
+)
+
+step_packages() {
+	local missing=() p
+	for p in "${PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			missing+=("$p")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		log "packages: all ${#PACKAGES[@]} installed"
+		return
+	fi
+	log "packages: installing ${missing[*]}"
+	[ "$(id -u)" -eq 0 ] || die "need root to install packages: ${missing[*]}"
+	apt-get update -q
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+step_bindgen() {
+	if "$FASTREG_TOOLS/bin/bindgen" --version 2>/dev/null | grep -qx "bindgen $BINDGEN_VERSION"; then
+		log "bindgen: $BINDGEN_VERSION present"
+		return
+	fi
+	command -v cargo >/dev/null || die "cargo not found (needed once to build bindgen-cli)"
+	log "bindgen: building bindgen-cli $BINDGEN_VERSION (about 2 minutes)"
+	# The host toolchain builds this host tool; only the kernel and module need rustc 1.96.
+	env PATH="$HOME/.cargo/bin:$PATH" cargo install --quiet --locked \
+		--root "$FASTREG_TOOLS" bindgen-cli --version "$BINDGEN_VERSION"
+}
+
+step_venv() {
+	if [ -x "$FASTREG_VENV/bin/vng" ] &&
+		"$FASTREG_VENV/bin/vng" --version 2>/dev/null | grep -q "$VIRTME_NG_VERSION"; then
+		log "virtme-ng: $VIRTME_NG_VERSION present"
+		return
+	fi
+	log "virtme-ng: creating venv with virtme-ng $VIRTME_NG_VERSION"
+	local py
+	py=$(command -v python3)
+	# Prefer a python whose venv module works (Debian's needs python3-venv).
+	for cand in "$HOME/.pyenv/shims/python3" /usr/bin/python3; do
+		[ -x "$cand" ] && "$cand" -c 'import venv, ensurepip' 2>/dev/null && { py=$cand; break; }
+	done
+	rm -rf "$FASTREG_VENV"
+	"$py" -m venv "$FASTREG_VENV"
+	"$FASTREG_VENV/bin/pip" install -q "virtme-ng==$VIRTME_NG_VERSION"
+}
+
+# Downloads the kernel source .deb through a private apt state directory: the system's apt
+# sources are never touched, and the mirror URI is the one this machine already uses.
+fetch_kernel_source() {
+	local deb
+	deb=$(ls "$FASTREG_CACHE"/src/${KERNEL_SOURCE_PKG}_*.deb 2>/dev/null | sort -V | tail -n1 || true)
+	if [ -n "$deb" ]; then
+		echo "$deb"
+		return
+	fi
+	local uri apt=$FASTREG_CACHE/apt
+	uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+	[ -n "$uri" ] || uri=$(awk '/^deb / && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' \
+		/etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | head -n1)
+	[ -n "$uri" ] || die "no Debian mirror URI found in /etc/apt"
+	mkdir -p "$apt"/{state,lists/partial,cache/archives/partial,etc} "$FASTREG_CACHE/src"
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $KERNEL_SOURCE_SUITE main" \
+		>"$apt/etc/sources.list"
+	local aopts=(-o "Dir::State=$apt/state" -o "Dir::State::Lists=$apt/lists"
+		-o "Dir::Etc::SourceList=$apt/etc/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+		-o "Dir::Cache=$apt/cache" -o Debug::NoLocking=1)
+	log "kernel: downloading $KERNEL_SOURCE_PKG from $KERNEL_SOURCE_SUITE"
+	apt-get "${aopts[@]}" update -q >&2
+	(cd "$FASTREG_CACHE/src" && apt-get "${aopts[@]}" download "$KERNEL_SOURCE_PKG" >&2)
+	deb=$(ls "$FASTREG_CACHE"/src/${KERNEL_SOURCE_PKG}_*.deb | sort -V | tail -n1)
+	echo "$deb"
+}
+
+step_kernel() {
+	local kdir
+	if kdir=$(cached_kdir); then
+		log "kernel: cached build $kdir"
+		return
+	fi
+	local deb ver key dir
+	deb=$(fetch_kernel_source)
+	ver=$(dpkg-deb -f "$deb" Version)
+	key=$(kernel_key)
+	dir=$FASTREG_CACHE/kernel/$ver-$key
+	kdir=$dir/linux
+	if [ ! -f "$kdir/Makefile" ]; then
+		log "kernel: unpacking $ver"
+		rm -rf "$dir"
+		mkdir -p "$dir/deb"
+		dpkg-deb -x "$deb" "$dir/deb"
+		mkdir -p "$kdir"
+		tar -C "$kdir" --strip-components=1 -xf "$dir"/deb/usr/src/linux-source-*.tar.xz
+		rm -rf "$dir/deb"
+	fi
+	local flags
+	mapfile -t flags < <(kmake_flags)
+	local jobs=$(($(nproc) + 1))
+	log "kernel: configuring $ver (fragment key $key)"
+	make -C "$kdir" -s "${flags[@]}" allnoconfig
+	(cd "$kdir" && scripts/kconfig/merge_config.sh -m -O . .config "$KERNEL_FRAGMENT" >/dev/null)
+	make -C "$kdir" -s "${flags[@]}" olddefconfig
+	make -C "$kdir" -s "${flags[@]}" rustavailable
+	check_config "$kdir/.config"
+	log "kernel: building bzImage and modules with -j$jobs (10 to 15 minutes on 2 cores)"
+	local start=$SECONDS
+	make -C "$kdir" "${flags[@]}" -j"$jobs" bzImage modules >"$dir/build.log" 2>&1 ||
+		{ tail -n 40 "$dir/build.log" >&2; die "kernel build failed, see $dir/build.log"; }
+	log "kernel: built in $((SECONDS - start)) s"
+	touch "$kdir/.fastreg-built"
+}
+
+# Every option the fragment asks for must have survived olddefconfig (a missing dependency
+# silently drops it otherwise).
+check_config() {
+	local cfg=$1 bad=0 line opt val got
+	while IFS= read -r line; do
+		case "$line" in CONFIG_*=*) ;; *) continue ;; esac
+		opt=${line%%=*}
+		val=${line#*=}
+		got=$(grep -E "^$opt=|^# $opt is not set" "$cfg" || true)
+		case "$val" in
+		n) [ -z "$got" ] || [[ "$got" == "# $opt is not set" ]] || { log "config: $opt wanted n, got $got"; bad=1; } ;;
+		*) [ "$got" = "$opt=$val" ] || { log "config: $opt wanted $val, got ${got:-unset}"; bad=1; } ;;
+		esac
+	done <"$KERNEL_FRAGMENT"
+	[ $bad -eq 0 ] || die "kernel config does not match $KERNEL_FRAGMENT"
+}
+
+main() {
+	mkdir -p "$FASTREG_CACHE"
+	case "${1:-all}" in
+	host) step_packages; step_bindgen ;;
+	all) step_packages; step_bindgen; step_venv; step_kernel ;;
+	kernel) step_kernel ;;
+	*) die "usage: $0 [all|host|kernel]" ;;
+	esac
+}
+
+main "$@"

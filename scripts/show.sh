@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Guest side of `make run`: prints the RDMA devices fastreg uses with their fast-registration
+# limits, and the module's effective parameters, from /sys/kernel/debug/fastreg/.
+set -euo pipefail
+dbg=/sys/kernel/debug/fastreg
+
+echo "== soft RoCE"
+rdma link show
+echo
+echo "== devices used by fastreg ($dbg/devices)"
+while IFS= read -r line; do
+	name=${line%%:*}
+	echo "$name"
+	for kv in ${line#*: }; do
+		printf '    %-28s %s\n' "${kv%%=*}" "${kv#*=}"
+	done
+done <"$dbg/devices"
+echo
+echo "== effective parameters ($dbg/params)"
+while IFS='=' read -r k v; do
+	printf '    %-28s %s\n' "$k" "$v"
+done <"$dbg/params"
+echo
+echo "== kernel log"
+dmesg | grep 'fastreg' | sed 's/^/    /'

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make test`: host unit tests, the module build, then the VM tests. Ends with the line
+# "N passed, N failed" over all of them; exits non-zero if anything failed.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$FASTREG_TOP"
+
+passed=0 failed=0
+add() {
+	passed=$((passed + $1))
+	failed=$((failed + $2))
+}
+
+"$FASTREG_TOP/scripts/setup.sh" all || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+
+echo "==== host tests (cargo test)"
+out=$(cd tests/host && env PATH="$HOME/.cargo/bin:$PATH" CARGO_TARGET_DIR="$FASTREG_TOP/build/host" \
+	cargo test --quiet 2>&1)
+rc=$?
+printf '%s\n' "$out"
+p=$(printf '%s\n' "$out" | sed -nE 's/^test result: .* ([0-9]+) passed; ([0-9]+) failed.*/\1/p' | paste -sd+ | bc)
+f=$(printf '%s\n' "$out" | sed -nE 's/^test result: .* ([0-9]+) passed; ([0-9]+) failed.*/\2/p' | paste -sd+ | bc)
+p=${p:-0} f=${f:-0}
+[ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+echo "host tests: $p passed, $f failed"
+add "$p" "$f"
+
+echo "==== module build"
+if scripts/kmake.sh modules; then
+	echo "module build: 1 passed, 0 failed"
+	add 1 0
+else
+	echo "module build: 0 passed, 1 failed"
+	add 0 1
+	echo "$passed passed, $failed failed"
+	exit 1
+fi
+
+echo "==== vm tests"
+counts=$(mktemp)
+FASTREG_VM_NOBUILD=1 FASTREG_COUNTS=$counts scripts/vm-tests.sh
+if read -r p f <"$counts"; then add "$p" "$f"; else add 0 1; fi
+rm -f "$counts"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! fastreg: bulk data over RDMA with fast registration done right.
+//!
+//! The crate root: module parameters, and the module struct whose field order is the
+//! teardown order. See `Documentation/index.rst` for the design.
+
+mod device;
+mod limits;
+mod params;
+mod report;
+mod verbs;
+
+#[cfg(CONFIG_KUNIT = "y")]
+mod kunit;
+
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
+
+use device::{
+    Devices,
+    Fastreg, //
+};
+use params::Params;
+
+module! {
+    type: FastregModule,
+    name: "fastreg",
+    authors: ["fastreg developers"],
+    description: "Bulk RDMA transfers with fast registration (FRWR)",
+    license: "GPL",
+    params: {
+        pool_size: u32 {
+            default: params::POOL_SIZE.default,
+            description: "Fast-registration MRs allocated per device at device add (1..4096)",
+        },
+        pool_max: u32 {
+            default: params::POOL_MAX.default,
+            description: "Most fast-registration MRs per device; the pool grows up to it (1..65536, >= pool_size)",
+        },
+        pool_idle: u32 {
+            default: params::POOL_IDLE.default,
+            description: "Seconds an idle MR beyond pool_size is kept before release (1..3600)",
+        },
+        queue_depth: u32 {
+            default: params::QUEUE_DEPTH.default,
+            description: "Transfers in flight per connection, negotiated down to the peer's (1..256)",
+        },
+        max_payload: u32 {
+            default: params::MAX_PAYLOAD.default,
+            description: "Largest bulk transfer in bytes, negotiated down to the peer's (4096..67108864)",
+        },
+        port: u32 {
+            default: params::PORT.default,
+            description: "rdma_cm service port, TCP port space (1..65535)",
+        },
+        timeout: u32 {
+            default: params::TIMEOUT.default,
+            description: "Seconds before an in-flight transfer fails with a timeout (1..3600)",
+        },
+        keepalive: u32 {
+            default: params::KEEPALIVE.default,
+            description: "Seconds without traffic before a keepalive is sent, 0 disables (0..3600)",
+        },
+    },
+}
+
+/// Reads and validates the parameters given to `insmod`.
+fn load_params() -> Result<Params> {
+    use module_parameters as m;
+    let raw = [
+        *m::pool_size.value(),
+        *m::pool_max.value(),
+        *m::pool_idle.value(),
+        *m::queue_depth.value(),
+        *m::max_payload.value(),
+        *m::port.value(),
+        *m::timeout.value(),
+        *m::keepalive.value(),
+    ];
+    Params::validate(raw).map_err(|e| {
+        pr_err!("{}\n", e);
+        EINVAL
+    })
+}
+
+/// The loaded module.
+struct FastregModule {
+    // Fields are dropped in declaration order. The client goes first: unregistering it calls
+    // `remove` for every device, which frees everything fastreg holds there. The debugfs
+    // files go after, so they never show a device whose resources are gone.
+    _client: verbs::Registration<Fastreg>,
+    _report: report::Report,
+}
+
+impl kernel::Module for FastregModule {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let params = load_params()?;
+        pr_info!("loaded: {}\n", params.listing(" "));
+        let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
+        let report = report::Report::new(params, devices.clone())?;
+        let client = verbs::Registration::new(Fastreg { params, devices })?;
+        Ok(Self {
+            _client: client,
+            _report: report,
+        })
+    }
+}
+
+impl Drop for FastregModule {
+    fn drop(&mut self) {
+        pr_info!("unloading\n");
+    }
+}

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The verbs layer: safe owners of ib_core objects.
+//!
+//! This directory is the only place in fastreg with raw `ib_*` / `rdma_*` calls and `unsafe`.
+//! Every C object is wrapped once, by a type that owns it and frees it in `Drop`; callbacks
+//! from ib_core reach the layers above through traits defined here (for example [`Client`]).
+//! Nothing here knows about fastreg's protocol or pools.
+
+mod client;
+mod device;
+mod ib;
+mod pd;
+
+pub(crate) use client::{
+    Client,
+    Registration, //
+};
+pub(crate) use device::{
+    Device,
+    DeviceRef, //
+};
+pub(crate) use pd::Pd;
+
+/// Low-level helpers exposed to in-module KUnit tests.
+#[cfg(CONFIG_KUNIT = "y")]
+pub(crate) fn inc_rkey(rkey: u32) -> u32 {
+    // SAFETY: `fastreg_ib_inc_rkey` is a pure function of its argument.
+    unsafe { ib::fastreg_ib_inc_rkey(rkey) }
+}

@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Host-side tests of fastreg's pure logic.
+//!
+//! The files under `src/` that do not use `kernel::` are compiled here by path, unchanged,
+//! and tested with `cargo test`. Anything that needs the kernel is tested in the VM instead.
+
+// The module uses only part of each pure file on any given build.
+#![allow(dead_code)]
+
+#[path = "../../../src/params.rs"]
+pub(crate) mod params;
+
+#[cfg(test)]
+mod params_tests;
