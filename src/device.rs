@@ -15,7 +15,7 @@ use kernel::{
 
 use crate::{
     limits::DeviceAttrs,
-    params::Params,
+    report::Show,
     verbs::{
         self,
         Pd, //
@@ -56,15 +56,16 @@ impl Devices {
     }
 
     /// Calls `f` on every device in use, in the order they were added.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&DeviceInfo) -> core::fmt::Result) -> core::fmt::Result {
+    pub(crate) fn for_each(
+        &self,
+        mut f: impl FnMut(&DeviceInfo) -> core::fmt::Result,
+    ) -> core::fmt::Result {
         self.list.lock().iter().try_for_each(|d| f(d))
     }
 }
 
 /// The `ib_client` context: module-wide settings and the devices in use.
 pub(crate) struct Fastreg {
-    /// Validated module parameters.
-    pub(crate) params: Params,
     /// Devices in use.
     pub(crate) devices: Arc<Devices>,
 }
@@ -78,11 +79,19 @@ impl verbs::Client for Fastreg {
         let name = device.name();
         let attrs = device.attrs();
         if let Err(why) = attrs.check_frwr(PAGE_SIZE as u64) {
-            pr_info!("{}: not used: {}\n", name.to_str().unwrap_or("?"), why);
+            pr_info!(
+                "{}: not used: {}\n",
+                name.to_str().unwrap_or("?"),
+                Show(why)
+            );
             return Err(ENODEV);
         }
         let pd = Pd::alloc(device).inspect_err(|e| {
-            pr_err!("{}: ib_alloc_pd failed: {:?}\n", name.to_str().unwrap_or("?"), e)
+            pr_err!(
+                "{}: ib_alloc_pd failed: {:?}\n",
+                name.to_str().unwrap_or("?"),
+                e
+            )
         })?;
         let info = Arc::new(
             DeviceInfo {
@@ -96,14 +105,17 @@ impl verbs::Client for Fastreg {
         pr_info!(
             "{}: added: {} pd_local_dma_lkey={:#x}\n",
             info.name.to_str().unwrap_or("?"),
-            info.attrs,
+            Show(info.attrs),
             info.local_dma_lkey
         );
         Ok(KBox::new(FrDevice { info, _pd: pd }, GFP_KERNEL)?)
     }
 
     fn remove(&self, _device: &verbs::Device, data: KBox<FrDevice>) {
-        self.devices.list.lock().retain(|d| !Arc::ptr_eq(d, &data.info));
+        self.devices
+            .list
+            .lock()
+            .retain(|d| !Arc::ptr_eq(d, &data.info));
         pr_info!("{}: removed\n", data.info.name.to_str().unwrap_or("?"));
         // Dropping `data` frees the PD (and with it the device reference) before ib_core
         // goes on unregistering the device.

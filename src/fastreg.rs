@@ -33,35 +33,35 @@ module! {
     license: "GPL",
     params: {
         pool_size: u32 {
-            default: params::POOL_SIZE.default,
+            default: crate::params::POOL_SIZE.default,
             description: "Fast-registration MRs allocated per device at device add (1..4096)",
         },
         pool_max: u32 {
-            default: params::POOL_MAX.default,
+            default: crate::params::POOL_MAX.default,
             description: "Most fast-registration MRs per device; the pool grows up to it (1..65536, >= pool_size)",
         },
         pool_idle: u32 {
-            default: params::POOL_IDLE.default,
+            default: crate::params::POOL_IDLE.default,
             description: "Seconds an idle MR beyond pool_size is kept before release (1..3600)",
         },
         queue_depth: u32 {
-            default: params::QUEUE_DEPTH.default,
+            default: crate::params::QUEUE_DEPTH.default,
             description: "Transfers in flight per connection, negotiated down to the peer's (1..256)",
         },
         max_payload: u32 {
-            default: params::MAX_PAYLOAD.default,
+            default: crate::params::MAX_PAYLOAD.default,
             description: "Largest bulk transfer in bytes, negotiated down to the peer's (4096..67108864)",
         },
         port: u32 {
-            default: params::PORT.default,
+            default: crate::params::PORT.default,
             description: "rdma_cm service port, TCP port space (1..65535)",
         },
         timeout: u32 {
-            default: params::TIMEOUT.default,
+            default: crate::params::TIMEOUT.default,
             description: "Seconds before an in-flight transfer fails with a timeout (1..3600)",
         },
         keepalive: u32 {
-            default: params::KEEPALIVE.default,
+            default: crate::params::KEEPALIVE.default,
             description: "Seconds without traffic before a keepalive is sent, 0 disables (0..3600)",
         },
     },
@@ -81,7 +81,7 @@ fn load_params() -> Result<Params> {
         *m::keepalive.value(),
     ];
     Params::validate(raw).map_err(|e| {
-        pr_err!("{}\n", e);
+        pr_err!("{}\n", report::Show(e));
         EINVAL
     })
 }
@@ -98,10 +98,10 @@ struct FastregModule {
 impl kernel::Module for FastregModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let params = load_params()?;
-        pr_info!("loaded: {}\n", params.listing(" "));
+        pr_info!("loaded: {}\n", report::Show(params.listing(" ")));
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
         let report = report::Report::new(params, devices.clone())?;
-        let client = verbs::Registration::new(Fastreg { params, devices })?;
+        let client = verbs::Registration::new(Fastreg { devices })?;
         Ok(Self {
             _client: client,
             _report: report,

@@ -60,7 +60,10 @@ impl fmt::Display for Unsupported {
             }
             Unsupported::NoPageList => f.write_str("max_fast_reg_page_list_len is 0"),
             Unsupported::PageSize { page_size } => {
-                write!(f, "page_size_cap does not include the host page size {page_size}")
+                write!(
+                    f,
+                    "page_size_cap does not include the host page size {page_size}"
+                )
             }
             Unsupported::QueueTooSmall => f.write_str("max_qp_wr or max_cqe below 16"),
         }

@@ -28,10 +28,7 @@ impl Spec {
         if (self.min..=self.max).contains(&value) {
             Ok(value)
         } else {
-            Err(ParamError::OutOfRange {
-                spec: *self,
-                value,
-            })
+            Err(ParamError::OutOfRange { spec: *self, value })
         }
     }
 }
@@ -135,15 +132,6 @@ pub(crate) enum ParamError {
     },
 }
 
-impl ParamError {
-    /// The parameter the error is about.
-    pub(crate) fn spec(&self) -> Spec {
-        match *self {
-            ParamError::OutOfRange { spec, .. } | ParamError::Exceeds { spec, .. } => spec,
-        }
-    }
-}
-
 impl fmt::Display for ParamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
@@ -192,19 +180,6 @@ pub(crate) struct Params {
 }
 
 impl Params {
-    /// The defaults of every parameter.
-    pub(crate) const DEFAULT: Params = Params {
-        pool_size: POOL_SIZE.default,
-        pool_max: POOL_MAX.default,
-        pool_idle: POOL_IDLE.default,
-        queue_depth: QUEUE_DEPTH.default,
-        max_payload: MAX_PAYLOAD.default,
-        // The default is in range, below 65536 (checked by the host tests).
-        port: PORT.default as u16,
-        timeout: TIMEOUT.default,
-        keepalive: KEEPALIVE.default,
-    };
-
     /// Validates raw values, given in the order of [`ALL`].
     ///
     /// Returns the first error, in that order, so the message names one parameter.

@@ -90,7 +90,9 @@ impl<T: Client> Registration<T> {
             },
             GFP_KERNEL,
         )?;
-        let raw = ptr::from_ref::<Inner<T>>(&inner).cast_mut().cast::<c_void>();
+        let raw = ptr::from_ref::<Inner<T>>(&inner)
+            .cast_mut()
+            .cast::<c_void>();
         if CURRENT.cmpxchg(ptr::null_mut(), raw, Relaxed).is_err() {
             return Err(EBUSY);
         }
@@ -103,11 +105,6 @@ impl<T: Client> Registration<T> {
         }
         // INVARIANT: registered above, and `CURRENT` set before.
         Ok(Self { inner })
-    }
-
-    /// The client's context.
-    pub(crate) fn ctx(&self) -> &T {
-        &self.inner.ctx
     }
 
     /// The registered `Inner<T>`.

@@ -97,7 +97,7 @@ impl Device {
         let count = |v: i32| u32::try_from(v).unwrap_or(0);
         DeviceAttrs {
             mem_mgt_extensions: a.device_cap_flags
-                & u64::from(ib::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS)
+                & ib::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64
                 != 0,
             sg_gaps: a.kernel_cap_flags & u64::from(ib::ib_kernel_cap_flags_IBK_SG_GAPS_REG) != 0,
             has_local_dma_lkey: a.kernel_cap_flags

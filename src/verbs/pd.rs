@@ -20,10 +20,10 @@ use super::{
 /// # Invariants
 ///
 /// `ptr` is a PD allocated by `ib_alloc_pd()` on `device` and not yet deallocated; it is
-/// deallocated exactly once, in `Drop`. `device` keeps the device registered until then.
+/// deallocated exactly once, in `Drop`. `_device` keeps the device registered until then.
 pub(crate) struct Pd {
     ptr: NonNull<ib::ib_pd>,
-    device: DeviceRef,
+    _device: DeviceRef,
 }
 
 // SAFETY: A PD may be used and freed from any thread; ib_core serialises what needs it.
@@ -39,7 +39,7 @@ impl Pd {
         // INVARIANT: `ptr` was just allocated on `device`; the reference keeps it registered.
         Ok(Pd {
             ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
-            device: device.into(),
+            _device: device.into(),
         })
     }
 
@@ -47,11 +47,6 @@ impl Pd {
     pub(crate) fn local_dma_lkey(&self) -> u32 {
         // SAFETY: The PD is valid by the type invariant; the field is set at allocation.
         unsafe { (*self.ptr.as_ptr()).local_dma_lkey }
-    }
-
-    /// The device the PD belongs to.
-    pub(crate) fn device(&self) -> &Device {
-        &self.device
     }
 }
 
