@@ -90,7 +90,7 @@ fetch_kernel_source() {
 		>"$apt/etc/sources.list"
 	local aopts=(-o "Dir::State=$apt/state" -o "Dir::State::Lists=$apt/lists"
 		-o "Dir::Etc::SourceList=$apt/etc/sources.list" -o Dir::Etc::SourceParts=/nonexistent
-		-o "Dir::Cache=$apt/cache" -o Debug::NoLocking=1)
+		-o "Dir::Cache=$apt/cache" -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
 	log "kernel: downloading $KERNEL_SOURCE_PKG from $KERNEL_SOURCE_SUITE"
 	apt-get "${aopts[@]}" update -q >&2
 	(cd "$FASTREG_CACHE/src" && apt-get "${aopts[@]}" download "$KERNEL_SOURCE_PKG" >&2)

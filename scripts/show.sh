@@ -23,4 +23,4 @@ while IFS='=' read -r k v; do
 done <"$dbg/params"
 echo
 echo "== kernel log"
-dmesg | grep 'fastreg' | sed 's/^/    /'
+dmesg | grep -E '\] (fastreg: |.*fastreg_)' | sed 's/^/    /'
