@@ -8,8 +8,16 @@
 // The module uses only part of each pure file on any given build.
 #![allow(dead_code)]
 
+#[path = "../../../src/frag.rs"]
+pub(crate) mod frag;
+#[path = "../../../src/limits.rs"]
+pub(crate) mod limits;
 #[path = "../../../src/params.rs"]
 pub(crate) mod params;
 
+#[cfg(test)]
+mod frag_tests;
+#[cfg(test)]
+mod limits_tests;
 #[cfg(test)]
 mod params_tests;
