@@ -8,6 +8,8 @@
 // The module uses only part of each pure file on any given build.
 #![allow(dead_code)]
 
+#[path = "../../../src/budget.rs"]
+pub(crate) mod budget;
 #[path = "../../../src/frag.rs"]
 pub(crate) mod frag;
 #[path = "../../../src/limits.rs"]
@@ -15,6 +17,8 @@ pub(crate) mod limits;
 #[path = "../../../src/params.rs"]
 pub(crate) mod params;
 
+#[cfg(test)]
+mod budget_tests;
 #[cfg(test)]
 mod frag_tests;
 #[cfg(test)]
