@@ -14,6 +14,8 @@ pub(crate) mod budget;
 pub(crate) mod frag;
 #[path = "../../../src/limits.rs"]
 pub(crate) mod limits;
+#[path = "../../../src/mr_state.rs"]
+pub(crate) mod mr_state;
 #[path = "../../../src/params.rs"]
 pub(crate) mod params;
 
@@ -23,5 +25,7 @@ mod budget_tests;
 mod frag_tests;
 #[cfg(test)]
 mod limits_tests;
+#[cfg(test)]
+mod mr_state_tests;
 #[cfg(test)]
 mod params_tests;
