@@ -13,6 +13,11 @@
 
 struct ib_device;
 struct ib_pd;
+struct ib_mr;
+struct ib_qp;
+struct ib_send_wr;
+struct scatterlist;
+struct page;
 
 /* ib_alloc_pd() is a macro that passes KBUILD_MODNAME. */
 struct ib_pd *fastreg_ib_alloc_pd(struct ib_device *device, unsigned int flags);
@@ -22,5 +27,21 @@ void fastreg_ib_dealloc_pd(struct ib_pd *pd);
 u32 fastreg_ib_inc_rkey(u32 rkey);
 /* ib_device_try_get() is static inline. */
 bool fastreg_ib_device_try_get(struct ib_device *device);
+
+/* ib_dereg_mr() is static inline. */
+int fastreg_ib_dereg_mr(struct ib_mr *mr);
+/* ib_update_fast_reg_key() is static inline. */
+void fastreg_ib_update_fast_reg_key(struct ib_mr *mr, u8 newkey);
+/* ib_dma_map_sg() / ib_dma_unmap_sg() are static inline; direction is DMA_BIDIRECTIONAL. */
+int fastreg_ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents);
+void fastreg_ib_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents);
+/* sg_set_page(), sg_dma_address() and sg_dma_len() are static inline. */
+void fastreg_sg_set_page(struct scatterlist *sg, struct page *page, unsigned int len,
+			 unsigned int offset);
+u64 fastreg_sg_dma_address(struct scatterlist *sg);
+unsigned int fastreg_sg_dma_len(struct scatterlist *sg);
+/* ib_post_send() is static inline. */
+int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
+			 const struct ib_send_wr **bad_wr);
 
 #endif /* _FASTREG_HELPERS_H */

@@ -5,8 +5,11 @@
 //! The crate root: module parameters, and the module struct whose field order is the
 //! teardown order. See `Documentation/index.rst` for the design.
 
+mod budget;
 mod device;
+mod frag;
 mod limits;
+mod mr_state;
 mod params;
 mod report;
 mod verbs;

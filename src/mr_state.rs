@@ -32,6 +32,10 @@ pub(crate) trait Handle {
     /// Maps the whole scatter list into the MR's page list (`ib_map_mr_sg`).
     fn map(&mut self, sgl: &Self::Sgl) -> Result<(), Self::Error>;
 
+    /// The MR no longer maps what it mapped (it was never registered, or its key is dead):
+    /// the mapping may be released.
+    fn release(&mut self);
+
     /// Moves to a fresh key (`ib_update_fast_reg_key(mr, ib_inc_rkey(rkey))`); returns it.
     fn bump_key(&mut self) -> u32;
 
@@ -97,7 +101,8 @@ impl<H: Handle> Mr<H, Free> {
 
 impl<H: Handle> Mr<H, Mapped> {
     /// Gives the MR back as free: nothing was posted, the next map overwrites the page list.
-    pub(crate) fn unmap(self) -> Mr<H, Free> {
+    pub(crate) fn unmap(mut self) -> Mr<H, Free> {
+        self.handle.release();
         Mr::with(self.handle)
     }
 
@@ -140,7 +145,8 @@ impl<H: Handle> Mr<H, Invalidating> {
 
 impl<H: Handle> Mr<H, Invalidated> {
     /// Ready to be mapped again.
-    pub(crate) fn recycle(self) -> Mr<H, Free> {
+    pub(crate) fn recycle(mut self) -> Mr<H, Free> {
+        self.handle.release();
         Mr::with(self.handle)
     }
 }

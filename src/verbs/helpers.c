@@ -3,6 +3,7 @@
  * Out-of-line wrappers of static inline verbs and KBUILD_MODNAME macros, for Rust.
  * See include/fastreg_helpers.h.
  */
+#include <linux/scatterlist.h>
 #include <rdma/ib_verbs.h>
 
 #include "fastreg_helpers.h"
@@ -25,4 +26,46 @@ u32 fastreg_ib_inc_rkey(u32 rkey)
 bool fastreg_ib_device_try_get(struct ib_device *device)
 {
 	return ib_device_try_get(device);
+}
+
+int fastreg_ib_dereg_mr(struct ib_mr *mr)
+{
+	return ib_dereg_mr(mr);
+}
+
+void fastreg_ib_update_fast_reg_key(struct ib_mr *mr, u8 newkey)
+{
+	ib_update_fast_reg_key(mr, newkey);
+}
+
+int fastreg_ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents)
+{
+	return ib_dma_map_sg(dev, sg, nents, DMA_BIDIRECTIONAL);
+}
+
+void fastreg_ib_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents)
+{
+	ib_dma_unmap_sg(dev, sg, nents, DMA_BIDIRECTIONAL);
+}
+
+void fastreg_sg_set_page(struct scatterlist *sg, struct page *page, unsigned int len,
+			 unsigned int offset)
+{
+	sg_set_page(sg, page, len, offset);
+}
+
+u64 fastreg_sg_dma_address(struct scatterlist *sg)
+{
+	return sg_dma_address(sg);
+}
+
+unsigned int fastreg_sg_dma_len(struct scatterlist *sg)
+{
+	return sg_dma_len(sg);
+}
+
+int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
+			 const struct ib_send_wr **bad_wr)
+{
+	return ib_post_send(qp, wr, bad_wr);
 }

@@ -7,10 +7,16 @@
 //! from ib_core reach the layers above through traits defined here (for example [`Client`]).
 //! Nothing here knows about fastreg's protocol or pools.
 
+mod buffer;
 mod client;
+mod cm;
+mod cq;
 mod device;
 mod ib;
+mod mr;
 mod pd;
+mod qp;
+mod wr;
 
 pub(crate) use client::{
     Client,
@@ -20,7 +26,41 @@ pub(crate) use device::{
     Device,
     DeviceRef, //
 };
+pub(crate) use buffer::{
+    Buffer,
+    DmaSgl, //
+};
+pub(crate) use cm::{
+    event_name,
+    CmEvent,
+    CmHandler,
+    ConnParam,
+    ConnRequest,
+    Endpoint,
+    QpCaps,
+    SockAddr, //
+};
+pub(crate) use cq::{
+    Completion,
+    Cq,
+    Handler,
+    Wc, //
+};
+pub(crate) use mr::{
+    Mr,
+    SglSpan, //
+};
 pub(crate) use pd::Pd;
+pub(crate) use qp::{
+    PostError,
+    SendQueue, //
+};
+pub(crate) use wr::{
+    Access,
+    FrMr,
+    RdmaOp,
+    SendChain, //
+};
 
 /// Low-level helpers exposed to in-module KUnit tests.
 #[cfg(CONFIG_KUNIT = "y")]

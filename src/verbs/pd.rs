@@ -20,10 +20,10 @@ use super::{
 /// # Invariants
 ///
 /// `ptr` is a PD allocated by `ib_alloc_pd()` on `device` and not yet deallocated; it is
-/// deallocated exactly once, in `Drop`. `_device` keeps the device registered until then.
+/// deallocated exactly once, in `Drop`. `device` keeps the device registered until then.
 pub(crate) struct Pd {
     ptr: NonNull<ib::ib_pd>,
-    _device: DeviceRef,
+    device: DeviceRef,
 }
 
 // SAFETY: A PD may be used and freed from any thread; ib_core serialises what needs it.
@@ -39,8 +39,18 @@ impl Pd {
         // INVARIANT: `ptr` was just allocated on `device`; the reference keeps it registered.
         Ok(Pd {
             ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
-            _device: device.into(),
+            device: device.into(),
         })
+    }
+
+    /// The raw PD pointer.
+    pub(super) fn as_raw(&self) -> *mut ib::ib_pd {
+        self.ptr.as_ptr()
+    }
+
+    /// The device the PD belongs to.
+    pub(crate) fn device(&self) -> &Device {
+        &self.device
     }
 
     /// The lkey that covers all of local memory for DMA-mapped addresses.

@@ -59,6 +59,11 @@ impl Handle for Model {
         m.mapped = true;
         Ok(())
     }
+    fn release(&mut self) {
+        let mut m = self.0.borrow_mut();
+        assert_eq!(m.hw, Hw::Free, "mapping released while the key is valid");
+        m.mapped = false;
+    }
     fn bump_key(&mut self) -> u32 {
         let mut m = self.0.borrow_mut();
         m.key = (m.key & !0xff) | ((m.key + 1) & 0xff);
@@ -120,7 +125,7 @@ fn compiles(body: &str) -> (bool, String) {
         format!(
             "#![allow(dead_code, unused)]\n#[path = \"{state}\"] mod mr_state;\nuse mr_state::{{*, state::*}};\n\
              struct H;\nimpl Handle for H {{ type Error = (); type Sgl = u8;\n\
-             fn map(&mut self, _: &u8) -> Result<(), ()> {{ Ok(()) }}\n\
+             fn map(&mut self, _: &u8) -> Result<(), ()> {{ Ok(()) }}\n fn release(&mut self) {{}}\n\
              fn bump_key(&mut self) -> u32 {{ 1 }}\nfn rkey(&self) -> u32 {{ 1 }} }}\n\
              struct Pool;\nimpl Pool {{ fn put(&self, _: Mr<H, Invalidated>) {{}} }}\n\
              fn case(pool: Pool) {{ {body} }}\n"

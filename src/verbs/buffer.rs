@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Page-backed buffers and their DMA mappings for an RDMA device.
+
+use kernel::{
+    bindings,
+    page::{
+        Page,
+        PAGE_SIZE, //
+    },
+    prelude::*,
+    sync::Arc, //
+};
+
+use super::{
+    ib,
+    Device,
+    DeviceRef, //
+};
+use crate::frag::Seg;
+
+/// A buffer of `len` bytes starting `offset` bytes into a list of pages it owns.
+///
+/// The CPU reads and writes it only while no transfer uses it: a [`DmaSgl`] holds it shared
+/// (`Arc`) while mapped, and the safe accessors take `&mut self`.
+pub(crate) struct Buffer {
+    pages: KVec<Page>,
+    offset: usize,
+    len: usize,
+}
+
+impl Buffer {
+    /// Allocates zeroed pages for `len` bytes starting `offset` bytes into the first page
+    /// (an offset of a page or more leaves whole pages unused in front).
+    pub(crate) fn new(offset: usize, len: usize) -> Result<Self> {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        let npages = end.div_ceil(PAGE_SIZE);
+        let mut pages = KVec::with_capacity(npages, GFP_KERNEL)?;
+        for _ in 0..npages {
+            pages.push(Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?, GFP_KERNEL)?;
+        }
+        Ok(Self { pages, offset, len })
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Number of page pieces: the pages the bytes touch.
+    fn npieces(&self) -> usize {
+        if self.len == 0 {
+            return 0;
+        }
+        (self.offset + self.len).div_ceil(PAGE_SIZE) - self.offset / PAGE_SIZE
+    }
+
+    /// Calls `f(page, offset_in_page, len, buffer_offset)` for each page piece, in order.
+    fn pieces(&self, mut f: impl FnMut(&Page, usize, usize, usize) -> Result) -> Result {
+        let mut at = self.offset;
+        let end = self.offset + self.len;
+        while at < end {
+            let page = &self.pages[at / PAGE_SIZE];
+            let in_page = at % PAGE_SIZE;
+            let n = (PAGE_SIZE - in_page).min(end - at);
+            f(page, in_page, n, at - self.offset)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Fills the buffer with `byte(buffer_offset)` for every byte.
+    pub(crate) fn fill(&mut self, byte: impl Fn(usize) -> u8) -> Result {
+        let mut chunk = [0u8; 256];
+        self.pieces(|page, in_page, n, boff| {
+            let mut done = 0;
+            while done < n {
+                let m = (n - done).min(chunk.len());
+                for (i, b) in chunk[..m].iter_mut().enumerate() {
+                    *b = byte(boff + done + i);
+                }
+                // SAFETY: `chunk` holds `m` bytes; `&mut self` excludes any other access to
+                // the page, and the range lies within it.
+                unsafe { page.write_raw(chunk.as_ptr(), in_page + done, m)? };
+                done += m;
+            }
+            Ok(())
+        })
+    }
+
+    /// Finds the first byte where `byte(buffer_offset)` differs from the buffer's content.
+    pub(crate) fn first_mismatch(&mut self, byte: impl Fn(usize) -> u8) -> Result<Option<usize>> {
+        let mut chunk = [0u8; 256];
+        let mut found = None;
+        self.pieces(|page, in_page, n, boff| {
+            let mut done = 0;
+            while done < n && found.is_none() {
+                let m = (n - done).min(chunk.len());
+                // SAFETY: As in `fill`, and `chunk` has room for `m` bytes.
+                unsafe { page.read_raw(chunk.as_mut_ptr(), in_page + done, m)? };
+                found = chunk[..m]
+                    .iter()
+                    .enumerate()
+                    .find(|(i, b)| **b != byte(boff + done + i))
+                    .map(|(i, _)| boff + done + i);
+                done += m;
+            }
+            Ok(())
+        })?;
+        Ok(found)
+    }
+}
+
+/// A [`Buffer`] DMA-mapped for one device: one scatter list entry per page piece.
+///
+/// # Invariants
+///
+/// `sgl` holds `nents` initialised entries describing `buffer`, mapped with
+/// `ib_dma_map_sg()` on `device` into `mapped` DMA entries, and unmapped in `Drop`.
+pub(crate) struct DmaSgl {
+    sgl: KVec<bindings::scatterlist>,
+    nents: usize,
+    mapped: usize,
+    device: DeviceRef,
+    buffer: Arc<Buffer>,
+}
+
+// SAFETY: The scatter list is only read after mapping; the device's DMA API is thread-safe.
+unsafe impl Send for DmaSgl {}
+// SAFETY: As above: shared references only read the mapped entries.
+unsafe impl Sync for DmaSgl {}
+
+impl DmaSgl {
+    /// Maps `buffer` for DMA by `device`, for both directions.
+    pub(crate) fn new(device: &Device, buffer: Arc<Buffer>) -> Result<Self> {
+        let nents = buffer.npieces();
+        if nents == 0 {
+            return Err(EINVAL);
+        }
+        let mut sgl = KVec::with_capacity(nents, GFP_KERNEL)?;
+        for _ in 0..nents {
+            sgl.push(bindings::scatterlist::default(), GFP_KERNEL)?;
+        }
+        // SAFETY: `sgl` has `nents` entries; `sg_init_table` zeroes them and marks the last.
+        unsafe { bindings::sg_init_table(sgl.as_mut_ptr(), nents as u32) };
+        let mut n = 0usize;
+        buffer.pieces(|page, in_page, len, _| {
+            if n >= nents {
+                return Err(EINVAL);
+            }
+            // SAFETY: `n < nents`; the page outlives the mapping, which holds `buffer`.
+            unsafe {
+                ib::fastreg_sg_set_page(
+                    sgl.as_mut_ptr().add(n),
+                    page.as_ptr(),
+                    len as u32,
+                    in_page as u32,
+                )
+            };
+            n += 1;
+            Ok(())
+        })?;
+        // SAFETY: The first `n` entries are initialised and describe pages held by `buffer`.
+        let mapped =
+            unsafe { ib::fastreg_ib_dma_map_sg(device.as_raw(), sgl.as_mut_ptr(), n as i32) };
+        if mapped <= 0 {
+            return Err(EIO);
+        }
+        // INVARIANT: mapped above; `Drop` unmaps.
+        Ok(Self {
+            sgl,
+            nents: n,
+            mapped: mapped as usize,
+            device: device.into(),
+            buffer,
+        })
+    }
+
+    /// The buffer.
+    pub(crate) fn buffer(&self) -> &Arc<Buffer> {
+        &self.buffer
+    }
+
+    /// The mapped entries as segments (DMA address and length), for planning registrations.
+    pub(crate) fn segs(&self) -> Result<KVec<Seg>> {
+        let mut v = KVec::with_capacity(self.mapped, GFP_KERNEL)?;
+        for i in 0..self.mapped {
+            let sg = self.raw_entry(i);
+            // SAFETY: Entry `i` is one of the `mapped` DMA entries.
+            let (addr, len) =
+                unsafe { (ib::fastreg_sg_dma_address(sg), ib::fastreg_sg_dma_len(sg)) };
+            v.push(Seg { addr, len }, GFP_KERNEL)?;
+        }
+        Ok(v)
+    }
+
+    /// Number of mapped entries.
+    pub(crate) fn mapped_nents(&self) -> usize {
+        self.mapped
+    }
+
+    /// Raw pointer to mapped entry `i` (`i < mapped`).
+    pub(super) fn raw_entry(&self, i: usize) -> *mut bindings::scatterlist {
+        self.sgl.as_ptr().wrapping_add(i).cast_mut()
+    }
+}
+
+impl Drop for DmaSgl {
+    fn drop(&mut self) {
+        // SAFETY: Mapped by the type invariant with these entries; unmapped once, here.
+        unsafe {
+            ib::fastreg_ib_dma_unmap_sg(
+                self.device.as_raw(),
+                self.sgl.as_mut_ptr(),
+                self.nents as i32,
+            )
+        };
+    }
+}

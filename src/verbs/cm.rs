@@ -1,0 +1,514 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rdma_cm endpoints: a `rdma_cm_id` with its QP and CQs, and the events that drive it.
+//!
+//! C header: [`include/rdma/rdma_cm.h`](srctree/include/rdma/rdma_cm.h)
+//!
+//! An [`Endpoint<T>`] owns its `rdma_cm_id`, the QP created on it and the QP's CQs, and
+//! frees them in that order: drain the QP, destroy it, destroy the id (which waits for
+//! running event handlers), free the CQs. rdma_cm events are delivered to `T`, the
+//! endpoint's context, through [`CmHandler`]. Owners call [`Endpoint::close`] before
+//! dropping their reference, so the last reference is never dropped from a completion.
+
+use core::ptr::NonNull;
+
+use kernel::{
+    bindings,
+    error::to_result,
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+        ArcBorrow,
+        SetOnce, //
+    },
+    time::Msecs, //
+};
+
+use super::{
+    ib,
+    qp::PostError,
+    Completion,
+    Cq,
+    Handler,
+    Pd,
+    SendChain,
+    SendQueue, //
+};
+
+/// An IPv4 address and port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SockAddr {
+    /// Address, most significant byte first.
+    pub(crate) ip: [u8; 4],
+    /// Port.
+    pub(crate) port: u16,
+}
+
+/// `struct sockaddr_in`.
+#[repr(C)]
+struct SockaddrIn {
+    family: u16,
+    port: [u8; 2],
+    addr: [u8; 4],
+    zero: [u8; 8],
+}
+
+impl SockAddr {
+    fn raw(&self) -> SockaddrIn {
+        SockaddrIn {
+            family: bindings::AF_INET as u16,
+            port: self.port.to_be_bytes(),
+            addr: self.ip,
+            zero: [0; 8],
+        }
+    }
+}
+
+impl core::fmt::Display for SockAddr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let [a, b, c, d] = self.ip;
+        write!(f, "{a}.{b}.{c}.{d}:{}", self.port)
+    }
+}
+
+/// An rdma_cm event, as a handler sees it.
+#[derive(Debug)]
+pub(crate) enum CmEvent<'a> {
+    /// `rdma_resolve_addr` succeeded: resolve the route next.
+    AddrResolved,
+    /// `rdma_resolve_route` succeeded: create the QP and connect.
+    RouteResolved,
+    /// The connection is up; the peer's private data.
+    Established(&'a [u8]),
+    /// The peer rejected the connection, with its reason and private data.
+    Rejected(i32, &'a [u8]),
+    /// The connection is gone.
+    Disconnected,
+    /// The device is going away.
+    DeviceRemoval,
+    /// Any failure: the event number and status.
+    Failed(u32, i32),
+    /// Another event (timewait exit, address change, ...).
+    Other(u32),
+}
+
+/// What an endpoint's context does on rdma_cm events.
+pub(crate) trait CmHandler: Send + Sync + Sized + 'static {
+    /// An event on `ep`, in the rdma_cm handler (process context, the id's handler lock
+    /// held: `connect` and `accept` may be called, `close` may not).
+    fn event(ep: ArcBorrow<'_, Endpoint<Self>>, ev: CmEvent<'_>);
+
+    /// A connection request on the listening `ep`. Accept it with [`ConnRequest::accept`]
+    /// and keep the new endpoint; an error rejects it.
+    fn connect_request(ep: ArcBorrow<'_, Endpoint<Self>>, req: ConnRequest<'_, Self>) -> Result;
+}
+
+/// Queue sizes of a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QpCaps {
+    /// Send queue depth (work requests), including one slot for draining.
+    pub(crate) send_wr: u32,
+    /// Receive queue depth, including one slot for draining.
+    pub(crate) recv_wr: u32,
+    /// Scatter/gather entries per send work request.
+    pub(crate) send_sge: u32,
+    /// Scatter/gather entries per receive work request.
+    pub(crate) recv_sge: u32,
+}
+
+/// Connection parameters of `rdma_connect` / `rdma_accept`.
+pub(crate) struct ConnParam<'a> {
+    /// Private data for the peer (at most 56 bytes on IB/RoCE requests).
+    pub(crate) private: &'a [u8],
+    /// RDMA READs the peer may have outstanding against us, and we against it.
+    pub(crate) rd_atomic: u8,
+}
+
+struct QpParts {
+    qp: NonNull<ib::ib_qp>,
+    caps: QpCaps,
+    _send_cq: Cq,
+    _recv_cq: Cq,
+    _pd: Arc<Pd>,
+}
+
+/// A `rdma_cm_id`, its QP and CQs, and its event context `T`.
+///
+/// # Invariants
+///
+/// `id` is a live `rdma_cm_id` whose `context` points at this endpoint and whose event
+/// handler is `Self::cm_handler`; it is destroyed in `Drop` if `owns_id`, else rdma_cm
+/// destroys it (a refused connection request). `qp`, once set, is a QP created on `id`
+/// with `sq` as its `qp_context`, destroyed in `Drop` before `id`.
+#[pin_data(PinnedDrop)]
+pub(crate) struct Endpoint<T: CmHandler> {
+    id: NonNull<ib::rdma_cm_id>,
+    owns_id: Atomic<bool>,
+    drained: Atomic<bool>,
+    qp: SetOnce<QpParts>,
+    #[pin]
+    sq: SendQueue,
+    ctx: T,
+}
+
+// SAFETY: rdma_cm ids and QPs are used from any thread; the mutable state is atomics or
+// locked (`sq`), `QpParts` is set once, and `T` is `Send + Sync`.
+unsafe impl<T: CmHandler> Send for Endpoint<T> {}
+// SAFETY: As above.
+unsafe impl<T: CmHandler> Sync for Endpoint<T> {}
+
+/// How long a chain may wait for room in the send queue.
+pub(crate) const POST_WAIT_MS: Msecs = 5000;
+
+impl<T: CmHandler> Endpoint<T> {
+    /// A new RC endpoint in the TCP port space, with context `ctx`.
+    pub(crate) fn new(ctx: T) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(&this in Self {
+                id: {
+                    // SAFETY: `init_net` is the initial network namespace, always valid. The
+                    // context pointer is this endpoint, which outlives the id (`Drop`).
+                    let id = kernel::error::from_err_ptr(unsafe {
+                        ib::__rdma_create_kernel_id(
+                            &raw mut bindings::init_net,
+                            Some(Self::cm_handler),
+                            this.as_ptr().cast(),
+                            ib::rdma_ucm_port_space_RDMA_PS_TCP,
+                            ib::ib_qp_type_IB_QPT_RC,
+                            c"fastreg".as_char_ptr(),
+                        )
+                    })?;
+                    NonNull::new(id).ok_or(ENOMEM)?
+                },
+                owns_id: Atomic::new(true),
+                drained: Atomic::new(false),
+                qp: SetOnce::new(),
+                sq <- SendQueue::new(0),
+                ctx,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The context.
+    pub(crate) fn ctx(&self) -> &T {
+        &self.ctx
+    }
+
+    /// The send queue accounting.
+    pub(crate) fn sq(&self) -> &SendQueue {
+        &self.sq
+    }
+
+    /// The device the id is bound to, once its address is resolved or it was bound.
+    pub(crate) fn device(&self) -> Option<&super::Device> {
+        // SAFETY: The id is valid; `device` is set by rdma_cm before the events that lead to
+        // a call of this and does not change while the id lives.
+        let dev = unsafe { (*self.id.as_ptr()).device };
+        if dev.is_null() {
+            None
+        } else {
+            // SAFETY: The device stays registered while the id is bound to it: rdma_cm
+            // removes its ids (through our own `remove` first) before the device goes.
+            Some(unsafe { super::Device::from_raw(dev) })
+        }
+    }
+
+    /// Binds to `addr` and listens for connection requests.
+    pub(crate) fn listen(&self, addr: SockAddr, backlog: i32) -> Result {
+        let mut sa = addr.raw();
+        // SAFETY: The id is valid; `sa` is a valid `sockaddr_in` for the call.
+        to_result(unsafe { ib::rdma_bind_addr(self.id.as_ptr(), (&raw mut sa).cast()) })?;
+        // SAFETY: The id is valid and bound.
+        to_result(unsafe { ib::rdma_listen(self.id.as_ptr(), backlog) })
+    }
+
+    /// Starts resolving `dst`; [`CmEvent::AddrResolved`] or [`CmEvent::Failed`] follows.
+    pub(crate) fn resolve_addr(&self, dst: SockAddr, timeout_ms: u16) -> Result {
+        let sa = dst.raw();
+        // SAFETY: The id is valid; `sa` is a valid `sockaddr_in` for the call.
+        to_result(unsafe {
+            ib::rdma_resolve_addr(
+                self.id.as_ptr(),
+                core::ptr::null_mut(),
+                (&raw const sa).cast(),
+                timeout_ms.into(),
+            )
+        })
+    }
+
+    /// Starts resolving the route; [`CmEvent::RouteResolved`] or [`CmEvent::Failed`] follows.
+    pub(crate) fn resolve_route(&self, timeout_ms: u16) -> Result {
+        // SAFETY: The id is valid.
+        to_result(unsafe { ib::rdma_resolve_route(self.id.as_ptr(), timeout_ms.into()) })
+    }
+
+    /// Creates the QP (RC, signalled on request) and its CQs, once.
+    pub(crate) fn create_qp(&self, pd: &Arc<Pd>, caps: QpCaps) -> Result {
+        let device = self.device().ok_or(ENODEV)?;
+        if self.qp.as_ref().is_some() {
+            return Err(EEXIST);
+        }
+        self.sq.reset(caps.send_wr);
+        let send_cq = Cq::new(device, caps.send_wr)?;
+        let recv_cq = Cq::new(device, caps.recv_wr)?;
+        let mut attr = ib::ib_qp_init_attr {
+            qp_context: core::ptr::from_ref(&self.sq).cast_mut().cast(),
+            send_cq: send_cq.as_raw(),
+            recv_cq: recv_cq.as_raw(),
+            cap: ib::ib_qp_cap {
+                max_send_wr: caps.send_wr,
+                max_recv_wr: caps.recv_wr,
+                max_send_sge: caps.send_sge,
+                max_recv_sge: caps.recv_sge,
+                ..Default::default()
+            },
+            sq_sig_type: ib::ib_sig_type_IB_SIGNAL_REQ_WR,
+            qp_type: ib::ib_qp_type_IB_QPT_RC,
+            ..Default::default()
+        };
+        // SAFETY: The id is valid and bound to the PD's device; `attr` is valid for the
+        // call; the CQs outlive the QP (`QpParts` drops them after `Drop` destroys it).
+        to_result(unsafe { ib::rdma_create_qp(self.id.as_ptr(), pd.as_raw(), &mut attr) })?;
+        // SAFETY: `rdma_create_qp` succeeded, so `id->qp` is the new QP.
+        let qp = NonNull::new(unsafe { (*self.id.as_ptr()).qp }).ok_or(EINVAL)?;
+        // INVARIANT: the QP was created on `id` with `sq` as its context.
+        let parts = QpParts {
+            qp,
+            caps,
+            _send_cq: send_cq,
+            _recv_cq: recv_cq,
+            _pd: pd.clone(),
+        };
+        if !self.qp.populate(parts) {
+            // Raced with another `create_qp`; cannot happen under the handler lock.
+            return Err(EEXIST);
+        }
+        Ok(())
+    }
+
+    /// The queue sizes, once the QP exists.
+    pub(crate) fn caps(&self) -> Option<QpCaps> {
+        self.qp.as_ref().map(|p| p.caps)
+    }
+
+    /// Connects (from the [`CmEvent::RouteResolved`] handler).
+    pub(crate) fn connect(&self, param: &ConnParam<'_>) -> Result {
+        let mut p = raw_param(param)?;
+        // SAFETY: The id is valid, its handler lock is held (called from the handler), and
+        // `p` with its private data is valid for the call.
+        to_result(unsafe { ib::rdma_connect_locked(self.id.as_ptr(), &mut p) })
+    }
+
+    /// Posts `chain`; `done` receives its completion, with the chain, once.
+    ///
+    /// Waits up to [`POST_WAIT_MS`] for room in the send queue. On failure the chain is
+    /// handed back (except when the device took part of it: then it is kept until the QP
+    /// is drained, and the connection fails).
+    pub(crate) fn post<H: Handler>(
+        &self,
+        mut chain: SendChain,
+        done: &Arc<Completion<H>>,
+    ) -> Result<(), (PostError, Option<SendChain>)> {
+        let parts = match self.qp.as_ref() {
+            Some(p) => p,
+            None => return Err((PostError::Closed, Some(chain))),
+        };
+        let n = chain.len() as u32;
+        if n == 0 {
+            return Err((PostError::Device(EINVAL.to_errno()), Some(chain)));
+        }
+        if let Err(e) = self.sq.admit(n, POST_WAIT_MS) {
+            return Err((e, Some(chain)));
+        }
+        let first = chain.link(done.cqe_ptr(), self.sq.err_cqe());
+        let cqe = match Completion::arm(done, chain) {
+            Ok(cqe) => cqe,
+            Err(chain) => {
+                self.sq.release(n);
+                return Err((PostError::Device(EBUSY.to_errno()), Some(chain)));
+            }
+        };
+        let mut bad: *const ib::ib_send_wr = core::ptr::null();
+        // SAFETY: The QP is valid while `self` lives; the chain's work requests were just
+        // linked and live in the armed chain until its completion.
+        let ret = unsafe { ib::fastreg_ib_post_send(parts.qp.as_ptr(), first, &mut bad) };
+        if ret == 0 {
+            return Ok(());
+        }
+        // SAFETY: `cqe` came from `arm` above and its work request was not posted (the
+        // signalled one is last, and posting stops at the first failure).
+        let chain = unsafe { Completion::<H>::disarm(cqe) };
+        if bad.cast_mut() == first {
+            self.sq.release(n);
+            Err((PostError::Device(ret), Some(chain)))
+        } else {
+            // Part of the chain is on the send queue: keep it until the QP is drained.
+            pr_err!("ib_post_send accepted part of a chain ({}); failing the connection\n", ret);
+            self.sq.close();
+            self.orphan(chain);
+            Err((PostError::Device(ret), None))
+        }
+    }
+
+    fn orphan(&self, chain: SendChain) {
+        // The work requests were posted: the MRs they name must outlive them. Leak the
+        // references rather than risk a use after free; this only happens on a provider bug.
+        core::mem::forget(chain);
+    }
+
+    /// Disconnects, refuses further posts, and drains the QP: when this returns, every
+    /// posted chain has completed (flushed if needed) and its handler has run.
+    ///
+    /// Must not be called from a CQ completion handler, nor from this id's rdma_cm handler.
+    pub(crate) fn close(&self) {
+        self.sq.close();
+        // SAFETY: The id is valid; disconnecting an unconnected id only returns an error.
+        unsafe { ib::rdma_disconnect(self.id.as_ptr()) };
+        if let Some(p) = self.qp.as_ref() {
+            if !self.drained.xchg(true, Relaxed) {
+                // SAFETY: The QP is valid; no more posts (closed above); its CQs have room
+                // for the drain work requests (one slot of each queue is kept for it).
+                unsafe { ib::ib_drain_qp(p.qp.as_ptr()) };
+            }
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by rdma_cm with an id whose context is a live `Endpoint<T>` (all ids of this
+    /// type are created with this handler and such a context), or a connection request on
+    /// a listening one.
+    unsafe extern "C" fn cm_handler(id: *mut ib::rdma_cm_id, event: *mut ib::rdma_cm_event) -> c_int {
+        // SAFETY: rdma_cm passes valid pointers for the duration of the call.
+        let (ev, ctx) = unsafe { (&*event, (*id).context) };
+        // SAFETY: The context of every id with this handler is an `Endpoint<T>` in an `Arc`
+        // (type invariant), alive until the id is destroyed, which waits for this handler.
+        let ep = unsafe { ArcBorrow::from_raw(ctx.cast::<Self>()) };
+        // SAFETY: `conn` is the member rdma_cm fills for connection events.
+        let conn = unsafe { ev.param.conn.as_ref() };
+        let private = if conn.private_data.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: rdma_cm provides `private_data_len` readable bytes at `private_data`.
+            unsafe {
+                core::slice::from_raw_parts(conn.private_data.cast::<u8>(), conn.private_data_len.into())
+            }
+        };
+        let e = match ev.event {
+            ib::rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_REQUEST => {
+                let req = ConnRequest {
+                    id,
+                    private,
+                    _t: core::marker::PhantomData,
+                };
+                return match T::connect_request(ep, req) {
+                    Ok(()) => 0,
+                    // rdma_cm destroys the new id when the handler fails.
+                    Err(_) => -1,
+                };
+            }
+            ib::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_RESOLVED => CmEvent::AddrResolved,
+            ib::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_RESOLVED => CmEvent::RouteResolved,
+            ib::rdma_cm_event_type_RDMA_CM_EVENT_ESTABLISHED => CmEvent::Established(private),
+            ib::rdma_cm_event_type_RDMA_CM_EVENT_REJECTED => CmEvent::Rejected(ev.status, private),
+            ib::rdma_cm_event_type_RDMA_CM_EVENT_DISCONNECTED => CmEvent::Disconnected,
+            ib::rdma_cm_event_type_RDMA_CM_EVENT_DEVICE_REMOVAL => CmEvent::DeviceRemoval,
+            ib::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_ERROR
+            | ib::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_ERROR
+            | ib::rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_ERROR
+            | ib::rdma_cm_event_type_RDMA_CM_EVENT_UNREACHABLE => CmEvent::Failed(ev.event, ev.status),
+            other => CmEvent::Other(other),
+        };
+        T::event(ep, e);
+        // The id is owned by its endpoint: never ask rdma_cm to destroy it.
+        0
+    }
+}
+
+/// The name of an rdma_cm event (`rdma_event_msg`).
+pub(crate) fn event_name(event: u32) -> &'static CStr {
+    // SAFETY: `rdma_event_msg` returns a static string for any value.
+    unsafe { CStr::from_char_ptr(ib::rdma_event_msg(event)) }
+}
+
+fn raw_param(param: &ConnParam<'_>) -> Result<ib::rdma_conn_param> {
+    Ok(ib::rdma_conn_param {
+        private_data: param.private.as_ptr().cast(),
+        private_data_len: u8::try_from(param.private.len()).map_err(|_| EMSGSIZE)?,
+        responder_resources: param.rd_atomic,
+        initiator_depth: param.rd_atomic,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        ..Default::default()
+    })
+}
+
+#[pinned_drop]
+impl<T: CmHandler> PinnedDrop for Endpoint<T> {
+    fn drop(self: Pin<&mut Self>) {
+        self.close();
+        if let Some(p) = self.qp.as_ref() {
+            let _ = p;
+            // SAFETY: The QP was created on this id and is drained; nothing uses it now.
+            unsafe { ib::rdma_destroy_qp(self.id.as_ptr()) };
+        }
+        if self.owns_id.load(Relaxed) {
+            // SAFETY: The id is valid and owned; this waits for running event handlers and
+            // no event is delivered after it returns.
+            unsafe { ib::rdma_destroy_id(self.id.as_ptr()) };
+        }
+    }
+}
+
+/// A connection request on a listening endpoint, valid during the handler.
+pub(crate) struct ConnRequest<'a, T: CmHandler> {
+    id: *mut ib::rdma_cm_id,
+    private: &'a [u8],
+    _t: core::marker::PhantomData<T>,
+}
+
+impl<T: CmHandler> ConnRequest<'_, T> {
+    /// The requester's private data.
+    pub(crate) fn private(&self) -> &[u8] {
+        self.private
+    }
+
+    /// Accepts: a new endpoint with context `ctx` and a QP of `caps` on `pd`, answering
+    /// with `param`. On error nothing is left and the request is refused.
+    pub(crate) fn accept(
+        self,
+        ctx: T,
+        pd: &Arc<Pd>,
+        caps: QpCaps,
+        param: &ConnParam<'_>,
+    ) -> Result<Arc<Endpoint<T>>> {
+        let id = NonNull::new(self.id).ok_or(EINVAL)?;
+        // INVARIANT: the new id's context is set to the new endpoint below, before any event
+        // can reach it (events for it are serialised behind this handler). Until the accept
+        // succeeds the endpoint does not own the id: on failure rdma_cm destroys it.
+        let ep = Arc::pin_init(
+            try_pin_init!(Endpoint {
+                id,
+                owns_id: Atomic::new(false),
+                drained: Atomic::new(false),
+                qp: SetOnce::new(),
+                sq <- SendQueue::new(0),
+                ctx,
+            }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: `id` is the new id of the request, owned by this handler invocation.
+        unsafe { (*id.as_ptr()).context = core::ptr::from_ref::<Endpoint<T>>(&ep).cast_mut().cast() };
+        ep.create_qp(pd, caps)?;
+        let mut p = raw_param(param)?;
+        // SAFETY: The id is valid and its handler lock is held (we are in its handler).
+        to_result(unsafe { ib::rdma_accept(id.as_ptr(), &mut p) })?;
+        ep.owns_id.store(true, Relaxed);
+        Ok(ep)
+    }
+}

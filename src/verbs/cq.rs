@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues (`ib_alloc_cq`), and how completions reach Rust handlers.
+//!
+//! Work requests carry an `ib_cqe` (`wr_cqe`); ib_core calls its `done` function for each
+//! completion. A [`Completion<T>`] embeds that `ib_cqe` in front of a `T: Handler`: posting
+//! hands a counted reference to the device, and `done` takes it back and calls
+//! `T::done` with the work completion and what was posted. No cast is needed anywhere else.
+
+use core::ptr::NonNull;
+
+use kernel::{
+    error::from_err_ptr,
+    new_spinlock,
+    prelude::*,
+    sync::{
+        Arc,
+        SpinLock, //
+    },
+    types::Opaque, //
+};
+
+use super::{
+    ib,
+    Device,
+    DeviceRef,
+    SendChain,
+    SendQueue, //
+};
+
+/// A completion queue polled from a workqueue (`IB_POLL_WORKQUEUE`): handlers run in process
+/// context and may take mutexes, but must not wait for other completions of the same CQ.
+///
+/// # Invariants
+///
+/// `ptr` is a CQ allocated by `ib_alloc_cq()` on `device`, freed in `Drop`.
+pub(crate) struct Cq {
+    ptr: NonNull<ib::ib_cq>,
+    entries: u32,
+    _device: DeviceRef,
+}
+
+// SAFETY: A CQ may be used and freed from any thread.
+unsafe impl Send for Cq {}
+// SAFETY: Shared references only pass the pointer to ib_core, which serialises polling.
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    /// Allocates a CQ of `entries` entries on `device`.
+    pub(crate) fn new(device: &Device, entries: u32) -> Result<Self> {
+        // SAFETY: The device is valid; the caller string is a static C string.
+        let ptr = from_err_ptr(unsafe {
+            ib::__ib_alloc_cq(
+                device.as_raw(),
+                core::ptr::null_mut(),
+                entries as i32,
+                0,
+                ib::ib_poll_context_IB_POLL_WORKQUEUE,
+                c"fastreg".as_char_ptr(),
+            )
+        })?;
+        // INVARIANT: Just allocated.
+        Ok(Self {
+            ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
+            entries,
+            _device: device.into(),
+        })
+    }
+
+    /// The raw CQ pointer.
+    pub(super) fn as_raw(&self) -> *mut ib::ib_cq {
+        self.ptr.as_ptr()
+    }
+
+    /// Entries of the queue.
+    pub(crate) fn entries(&self) -> u32 {
+        self.entries
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: Valid by the type invariant. QPs using it hold an `Arc<Cq>` and drain
+        // before they go, so no completion is pending and no QP is attached.
+        unsafe { ib::ib_free_cq(self.ptr.as_ptr()) };
+    }
+}
+
+/// A work completion, as passed to a handler.
+pub(crate) struct Wc<'a>(&'a ib::ib_wc);
+
+impl Wc<'_> {
+    /// Whether the work request succeeded.
+    pub(crate) fn ok(&self) -> bool {
+        self.0.status == ib::ib_wc_status_IB_WC_SUCCESS
+    }
+
+    /// The status, as ib_core's number (`enum ib_wc_status`).
+    pub(crate) fn status(&self) -> u32 {
+        self.0.status
+    }
+
+    /// The status as text (`ib_wc_status_msg`).
+    pub(crate) fn status_msg(&self) -> &CStr {
+        // SAFETY: `ib_wc_status_msg` returns a static string for any value.
+        unsafe { CStr::from_char_ptr(ib::ib_wc_status_msg(self.0.status)) }
+    }
+
+    /// The provider's error detail.
+    pub(crate) fn vendor_err(&self) -> u32 {
+        self.0.vendor_err
+    }
+
+    /// Bytes received (receive completions).
+    pub(crate) fn byte_len(&self) -> u32 {
+        self.0.byte_len
+    }
+
+    /// The rkey the peer invalidated with this message (`IB_WC_WITH_INVALIDATE`), if any.
+    pub(crate) fn invalidated_rkey(&self) -> Option<u32> {
+        if self.0.wc_flags & ib::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0 {
+            // SAFETY: The union holds `invalidate_rkey` when the flag is set.
+            Some(unsafe { *self.0.ex.invalidate_rkey.as_ref() })
+        } else {
+            None
+        }
+    }
+}
+
+/// What receives the completion of a chain of work requests.
+pub(crate) trait Handler: Send + Sync + Sized + 'static {
+    /// Called once per posted chain, in process context, with the completion of its last
+    /// work request (a failure of an earlier one shows as a failure, or a flush, here) and
+    /// the chain itself, which no longer references anything once this is called.
+    fn done(this: Arc<Completion<Self>>, wc: &Wc<'_>, chain: SendChain);
+}
+
+/// An `ib_cqe` bound to a handler.
+///
+/// # Invariants
+///
+/// `cqe.done` is `Self::done_callback`. Every `wr_cqe` that points at `cqe` was given one
+/// reference of the `Arc` that holds `self` (`Arc::into_raw`), which `done_callback` takes
+/// back; while a chain is posted, `posted` holds it.
+#[pin_data]
+#[repr(C)]
+pub(crate) struct Completion<T: Handler> {
+    cqe: Opaque<ib::ib_cqe>,
+    #[pin]
+    posted: SpinLock<Option<SendChain>>,
+    value: T,
+}
+
+// SAFETY: `cqe` is only read by ib_core; `posted` is locked; `T` is `Send + Sync`.
+unsafe impl<T: Handler> Send for Completion<T> {}
+// SAFETY: As above.
+unsafe impl<T: Handler> Sync for Completion<T> {}
+
+impl<T: Handler> Completion<T> {
+    /// Allocates a completion target for `value`.
+    pub(crate) fn new(value: T) -> Result<Arc<Self>> {
+        // INVARIANT: `done` is set here and never changed.
+        Arc::pin_init(
+            pin_init!(Self {
+                cqe: Opaque::new(ib::ib_cqe {
+                    done: Some(Self::done_callback),
+                }),
+                posted <- new_spinlock!(None, "fastreg::Completion::posted"),
+                value,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The handler.
+    pub(crate) fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// The `ib_cqe` to put in work requests.
+    pub(super) fn cqe_ptr(&self) -> *mut ib::ib_cqe {
+        self.cqe.get()
+    }
+
+    /// Records `chain` as posted and returns the `wr_cqe` for its last work request, which
+    /// carries one reference to `this`. Gives the chain back if one is already posted.
+    pub(super) fn arm(this: &Arc<Self>, chain: SendChain) -> Result<*mut ib::ib_cqe, SendChain> {
+        let mut slot = this.posted.lock();
+        if slot.is_some() {
+            return Err(chain);
+        }
+        *slot = Some(chain);
+        drop(slot);
+        // The reference is taken back by `done_callback` (or `disarm`).
+        let raw = Arc::into_raw(this.clone());
+        // CAST: `cqe` is the first field of a `repr(C)` struct.
+        Ok(raw.cast_mut().cast())
+    }
+
+    /// Takes back the reference and chain of `arm` when the post failed.
+    ///
+    /// # Safety
+    ///
+    /// `cqe` was returned by `arm` on this completion and was not posted.
+    pub(super) unsafe fn disarm(cqe: *mut ib::ib_cqe) -> SendChain {
+        // SAFETY: `arm` produced `cqe` with `Arc::into_raw`.
+        let this = unsafe { Arc::from_raw(cqe.cast::<Self>()) };
+        let chain = this.posted.lock().take();
+        chain.unwrap_or_else(SendChain::empty)
+    }
+
+    unsafe extern "C" fn done_callback(_cq: *mut ib::ib_cq, wc: *mut ib::ib_wc) {
+        // SAFETY: ib_core passes a valid work completion for the duration of the call.
+        let wc = unsafe { &*wc };
+        // SAFETY: `wr_cqe` is a pointer `arm` made with `Arc::into_raw` (type invariant);
+        // the reference it carries is taken back here, once per completion.
+        let this = unsafe { Arc::from_raw((*wc.__bindgen_anon_1.wr_cqe.as_ref()).cast::<Self>()) };
+        let chain = this.posted.lock().take();
+        let chain = chain.unwrap_or_else(SendChain::empty);
+        // SAFETY: Send chains are posted on QPs whose `qp_context` is their `SendQueue`,
+        // which lives until the QP is drained and destroyed.
+        let sq = unsafe { &*(*wc.qp).qp_context.cast::<SendQueue>() };
+        sq.release(chain.len() as u32);
+        T::done(this, &Wc(wc), chain);
+    }
+}
