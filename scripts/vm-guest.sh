@@ -34,7 +34,8 @@ if [ -z "$addr" ]; then
 fi
 export FASTREG_NIC=$nic FASTREG_ADDR=$addr
 
-modprobe rdma_rxe || fail "modprobe rdma_rxe failed"
+# fastreg.ko needs ib_core and rdma_cm; insmod does not load dependencies.
+modprobe rdma_rxe && modprobe rdma_cm || fail "modprobe rdma_rxe rdma_cm failed"
 rdma link add rxe0 type rxe netdev "$nic" || fail "rdma link add rxe0 failed"
 for _ in $(seq 50); do
 	rdma link show rxe0/1 2>/dev/null | grep -q 'state ACTIVE' && break

@@ -14,7 +14,13 @@ use kernel::{
 };
 
 use crate::{
+    frag::Geometry,
     limits::DeviceAttrs,
+    params::Params,
+    pool::{
+        Pool,
+        PoolConfig, //
+    },
     report::Show,
     verbs::{
         self,
@@ -22,29 +28,45 @@ use crate::{
     },
 };
 
-/// What is known about one RDMA device in use, for reports.
-pub(crate) struct DeviceInfo {
+/// The resources fastreg holds on one RDMA device.
+///
+/// Shared (`Arc`) by whoever uses the device; the device is not unregistered before the
+/// last user is gone, because the PD holds a reference to it.
+pub(crate) struct DevRes {
     /// Device name at add time.
     pub(crate) name: CString,
     /// Its fast-registration attributes.
     pub(crate) attrs: DeviceAttrs,
-    /// The lkey of the PD fastreg allocated there.
-    pub(crate) local_dma_lkey: u32,
-}
-
-/// The resources fastreg holds on one RDMA device, released in `Drop` from `remove`.
-pub(crate) struct FrDevice {
-    /// Shown in reports while the device is in use.
-    info: Arc<DeviceInfo>,
+    /// What one MR maps.
+    pub(crate) geo: Geometry,
     /// The protection domain of every object fastreg creates on the device.
-    _pd: Pd,
+    pub(crate) pd: Arc<Pd>,
+    /// The fast-registration pool.
+    pub(crate) pool: Arc<Pool>,
 }
 
-/// The devices in use, for reports.
+impl DevRes {
+    /// The device name, for messages.
+    pub(crate) fn name(&self) -> &str {
+        self.name.to_str().unwrap_or("?")
+    }
+
+    /// Whether `device` is this one.
+    pub(crate) fn is(&self, device: &verbs::Device) -> bool {
+        core::ptr::eq(self.pd.device(), device)
+    }
+}
+
+/// What ib_core keeps for fastreg between `add` and `remove` of a device.
+pub(crate) struct FrDevice {
+    res: Arc<DevRes>,
+}
+
+/// The devices in use.
 #[pin_data]
 pub(crate) struct Devices {
     #[pin]
-    list: Mutex<KVec<Arc<DeviceInfo>>>,
+    list: Mutex<KVec<Arc<DevRes>>>,
 }
 
 impl Devices {
@@ -58,16 +80,32 @@ impl Devices {
     /// Calls `f` on every device in use, in the order they were added.
     pub(crate) fn for_each(
         &self,
-        mut f: impl FnMut(&DeviceInfo) -> core::fmt::Result,
+        mut f: impl FnMut(&DevRes) -> core::fmt::Result,
     ) -> core::fmt::Result {
         self.list.lock().iter().try_for_each(|d| f(d))
+    }
+
+    /// The device in use that `device` is, if any.
+    pub(crate) fn find(&self, device: &verbs::Device) -> Option<Arc<DevRes>> {
+        self.list.lock().iter().find(|d| d.is(device)).cloned()
     }
 }
 
 /// The `ib_client` context: module-wide settings and the devices in use.
 pub(crate) struct Fastreg {
+    /// Validated module parameters.
+    pub(crate) params: Params,
     /// Devices in use.
     pub(crate) devices: Arc<Devices>,
+}
+
+/// Pages one MR maps on a device: enough for `max_payload` at any offset, within what the
+/// device allows.
+fn mr_pages(attrs: &DeviceAttrs, max_payload: u32) -> u32 {
+    let want = (max_payload as usize).div_ceil(PAGE_SIZE) + 1;
+    attrs
+        .max_fast_reg_page_list_len
+        .min(u32::try_from(want).unwrap_or(u32::MAX))
 }
 
 impl verbs::Client for Fastreg {
@@ -76,49 +114,55 @@ impl verbs::Client for Fastreg {
     const NAME: &'static CStr = c"fastreg";
 
     fn add(&self, device: &verbs::Device) -> Result<KBox<FrDevice>> {
-        let name = device.name();
+        let name = device.name().to_str().unwrap_or("?");
         let attrs = device.attrs();
         if let Err(why) = attrs.check_frwr(PAGE_SIZE as u64) {
-            pr_info!(
-                "{}: not used: {}\n",
-                name.to_str().unwrap_or("?"),
-                Show(why)
-            );
+            pr_info!("{}: not used: {}\n", name, Show(why));
             return Err(ENODEV);
         }
-        let pd = Pd::alloc(device).inspect_err(|e| {
-            pr_err!(
-                "{}: ib_alloc_pd failed: {:?}\n",
-                name.to_str().unwrap_or("?"),
-                e
-            )
+        let pd = Arc::new(
+            Pd::alloc(device).inspect_err(|e| pr_err!("{}: ib_alloc_pd failed: {:?}\n", name, e))?,
+            GFP_KERNEL,
+        )?;
+        let cfg = PoolConfig {
+            size: self.params.pool_size,
+            max: self.params.pool_max,
+            idle_secs: self.params.pool_idle,
+            mr_pages: mr_pages(&attrs, self.params.max_payload),
+        };
+        let geo = Geometry::new(PAGE_SIZE as u64, cfg.mr_pages, false).ok_or(EINVAL)?;
+        let pool = Pool::new(pd.clone(), cfg).inspect_err(|e| {
+            pr_err!("{}: allocating {} MRs failed: {:?}\n", name, cfg.size, e)
         })?;
-        let info = Arc::new(
-            DeviceInfo {
-                name: CString::try_from_fmt(fmt!("{}", name.to_str().unwrap_or("?")))?,
+        let res = Arc::new(
+            DevRes {
+                name: CString::try_from_fmt(fmt!("{}", name))?,
                 attrs,
-                local_dma_lkey: pd.local_dma_lkey(),
+                geo,
+                pd,
+                pool,
             },
             GFP_KERNEL,
         )?;
-        self.devices.list.lock().push(info.clone(), GFP_KERNEL)?;
+        self.devices.list.lock().push(res.clone(), GFP_KERNEL)?;
         pr_info!(
-            "{}: added: {} pd_local_dma_lkey={:#x}\n",
-            info.name.to_str().unwrap_or("?"),
-            Show(info.attrs),
-            info.local_dma_lkey
+            "{}: added: {} pd_local_dma_lkey={:#x} pool_mrs={} mr_pages={}\n",
+            name,
+            Show(res.attrs),
+            res.pd.local_dma_lkey(),
+            cfg.size,
+            cfg.mr_pages
         );
-        Ok(KBox::new(FrDevice { info, _pd: pd }, GFP_KERNEL)?)
+        Ok(KBox::new(FrDevice { res }, GFP_KERNEL)?)
     }
 
     fn remove(&self, _device: &verbs::Device, data: KBox<FrDevice>) {
-        self.devices
-            .list
-            .lock()
-            .retain(|d| !Arc::ptr_eq(d, &data.info));
-        pr_info!("{}: removed\n", data.info.name.to_str().unwrap_or("?"));
-        // Dropping `data` frees the PD (and with it the device reference) before ib_core
-        // goes on unregistering the device.
+        self.devices.list.lock().retain(|d| !Arc::ptr_eq(d, &data.res));
+        pr_info!("{}: removed\n", data.res.name());
+        // Dropping the last reference frees the pool's MRs and the PD (and with it the
+        // device reference) before ib_core goes on unregistering the device. A user still
+        // holding the resources (a test in progress) delays the unregistration until it
+        // lets go, which it does within its timeout.
         drop(data);
     }
 }

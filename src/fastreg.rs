@@ -6,11 +6,14 @@
 //! teardown order. See `Documentation/index.rst` for the design.
 
 mod budget;
+mod command;
 mod device;
 mod frag;
 mod limits;
+mod loopback;
 mod mr_state;
 mod params;
+mod pool;
 mod report;
 mod verbs;
 
@@ -104,7 +107,7 @@ impl kernel::Module for FastregModule {
         pr_info!("loaded: {}\n", report::Show(params.listing(" ")));
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
         let report = report::Report::new(params, devices.clone())?;
-        let client = verbs::Registration::new(Fastreg { devices })?;
+        let client = verbs::Registration::new(Fastreg { params, devices })?;
         Ok(Self {
             _client: client,
             _report: report,

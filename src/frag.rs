@@ -78,6 +78,21 @@ impl Geometry {
         self.max_pages
     }
 
+    /// MRs needed by a list of whole pages holding `len` bytes from `offset` bytes into the
+    /// first page (the shape of a page-cache or selftest buffer).
+    pub(crate) const fn mrs_for_pages(&self, offset: u64, len: u64) -> u32 {
+        if len == 0 {
+            return 0;
+        }
+        let pages = (offset % self.page_size + len).div_ceil(self.page_size);
+        let mrs = pages.div_ceil(self.max_pages as u64);
+        if mrs > u32::MAX as u64 {
+            u32::MAX
+        } else {
+            mrs as u32
+        }
+    }
+
     /// The largest number of MRs a contiguous buffer of `len` bytes can need, whatever its
     /// offset in a page. Without gaps support this also holds for any buffer whose interior
     /// segment boundaries fall on page boundaries (a list of whole pages with a partial first
@@ -158,7 +173,9 @@ impl Iterator for Plan<'_> {
 
     fn next(&mut self) -> Option<Span> {
         let first = self.current()?;
-        let ps = self.geo.page_size;
+        // Page arithmetic with shifts and masks: `page_size` is a power of two.
+        let shift = self.geo.page_size.trailing_zeros();
+        let off_mask = self.geo.page_size - 1;
         let mut span = Span {
             seg: self.seg,
             seg_off: self.off,
@@ -184,25 +201,25 @@ impl Iterator for Plan<'_> {
                 }
                 take = rem;
             } else {
-                if span.len > 0 && !contiguous && (end % ps != 0 || a % ps != 0) {
+                if span.len > 0 && !contiguous && (end & off_mask != 0 || a & off_mask != 0) {
                     // A gap in the middle of a page: ib_map_mr_sg() would stop here.
                     break;
                 }
                 // First page this piece may add: the one after the last page already
                 // mapped when it continues the span, else its own first page.
                 let first_new = if contiguous {
-                    (end - 1) / ps + 1
+                    ((end - 1) >> shift) + 1
                 } else {
-                    a / ps
+                    a >> shift
                 };
                 let room = u64::from(self.geo.max_pages - span.pages);
-                let limit = (first_new + room) * ps;
+                let limit = (first_new + room) << shift;
                 if limit <= a {
                     // The MR is full and this piece starts on a new page.
                     break;
                 }
                 take = rem.min((limit - a).min(u64::from(u32::MAX)) as u32);
-                let last_page = (a + u64::from(take) - 1) / ps;
+                let last_page = (a + u64::from(take) - 1) >> shift;
                 if last_page >= first_new {
                     span.pages += (last_page - first_new + 1) as u32;
                 }
@@ -256,4 +273,50 @@ pub(crate) fn rdma_wr_count(
         return None;
     }
     Some(wrs)
+}
+
+/// A piece of a transfer: `len` bytes at offset `a_off` of registration `a` on one side and
+/// offset `b_off` of registration `b` on the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Piece {
+    /// Registration index on the first side.
+    pub(crate) a: usize,
+    /// Offset in it.
+    pub(crate) a_off: u64,
+    /// Registration index on the second side.
+    pub(crate) b: usize,
+    /// Offset in it.
+    pub(crate) b_off: u64,
+    /// Bytes.
+    pub(crate) len: u64,
+}
+
+/// Walks two sets of registrations covering the same bytes (their lengths, in buffer
+/// order) and yields the pieces where they overlap, in order. Stops at the shorter side.
+pub(crate) fn pieces<'a>(a: &'a [u64], b: &'a [u64]) -> impl Iterator<Item = Piece> + 'a {
+    let (mut i, mut j, mut ao, mut bo) = (0usize, 0usize, 0u64, 0u64);
+    core::iter::from_fn(move || {
+        while i < a.len() && ao == a[i] {
+            i += 1;
+            ao = 0;
+        }
+        while j < b.len() && bo == b[j] {
+            j += 1;
+            bo = 0;
+        }
+        if i >= a.len() || j >= b.len() {
+            return None;
+        }
+        let len = (a[i] - ao).min(b[j] - bo);
+        let p = Piece {
+            a: i,
+            a_off: ao,
+            b: j,
+            b_off: bo,
+            len,
+        };
+        ao += len;
+        bo += len;
+        Some(p)
+    })
 }

@@ -1,21 +1,35 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What fastreg shows about itself in debugfs (`/sys/kernel/debug/fastreg/`).
+//! What fastreg shows about itself, and takes commands through, in debugfs
+//! (`/sys/kernel/debug/fastreg/`).
 //!
 //! - `params`: the effective module parameters, one `name=value` per line.
 //! - `devices`: one line per RDMA device in use: its name, then its fast-registration limits.
+//! - `pools`: one line per device: the pool's size and counters.
+//! - `loopback`: write `ADDR OFFSET LENGTH [COUNT [CONCURRENCY]]` to run transfers through a
+//!   connection of the module to itself; the write fails with the error of the first
+//!   failed transfer. Reading shows the result of the last command.
 
 use kernel::{
     debugfs::{
         Dir,
         File, //
     },
+    new_mutex,
     prelude::*,
-    sync::Arc, //
+    str::CString,
+    sync::{
+        atomic::Relaxed,
+        Arc,
+        Mutex, //
+    },
+    uaccess::UserSliceReader,
 };
 
 use crate::{
+    command,
     device::Devices,
+    loopback,
     params::Params, //
 };
 
@@ -29,10 +43,71 @@ impl<T: core::fmt::Display> kernel::fmt::Display for Show<T> {
     }
 }
 
+/// State behind the `loopback` file.
+#[pin_data]
+pub(crate) struct Control {
+    devices: Arc<Devices>,
+    params: Params,
+    /// Serialises commands (they listen on the service port) and holds the last result.
+    #[pin]
+    last: Mutex<Option<CString>>,
+}
+
+impl Control {
+    fn run(&self, reader: &mut UserSliceReader) -> Result {
+        let mut buf = [0u8; 128];
+        let n = reader.len();
+        if n >= buf.len() {
+            return Err(EINVAL);
+        }
+        reader.read_slice(&mut buf[..n])?;
+        let line = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?;
+        let cmd = command::Loopback::parse(line).map_err(|why| {
+            pr_err!("loopback: {}: {}\n", why, line.trim());
+            EINVAL
+        })?;
+        let mut last = self.last.lock();
+        let r = loopback::run(&self.devices, &self.params, &cmd);
+        let [a, b, c, d] = cmd.ip;
+        let text = match &r {
+            Ok(o) => {
+                let mib_s = if o.elapsed_ms > 0 {
+                    o.bytes * 1000 / o.elapsed_ms / (1 << 20)
+                } else {
+                    0
+                };
+                pr_info!(
+                    "loopback {a}.{b}.{c}.{d}: {} transfers of {} bytes at offset {}, {} in flight: ok, {} MRs per buffer, {} WRs per transfer, SQ depth {}, {} ms, {} MiB/s\n",
+                    o.transfers, cmd.len, cmd.offset, cmd.concurrency, o.mrs_per_buffer,
+                    o.wrs_per_transfer, o.sq_depth, o.elapsed_ms, mib_s
+                );
+                CString::try_from_fmt(fmt!(
+                    "ok transfers={} bytes={} mrs_per_buffer={} wrs_per_transfer={} sq_depth={} ms={}",
+                    o.transfers, o.bytes, o.mrs_per_buffer, o.wrs_per_transfer, o.sq_depth,
+                    o.elapsed_ms
+                ))?
+            }
+            Err(e) => {
+                pr_err!(
+                    "loopback {a}.{b}.{c}.{d}: transfers of {} bytes at offset {} failed: {:?}\n",
+                    cmd.len,
+                    cmd.offset,
+                    e
+                );
+                CString::try_from_fmt(fmt!("error {:?}", e))?
+            }
+        };
+        *last = Some(text);
+        r.map(|_| ())
+    }
+}
+
 /// The debugfs directory and its files; removed when dropped.
 pub(crate) struct Report {
     _params: Pin<KBox<File<Params>>>,
     _devices: Pin<KBox<File<Arc<Devices>>>>,
+    _pools: Pin<KBox<File<Arc<Devices>>>>,
+    _loopback: Pin<KBox<File<Control>>>,
     _dir: Dir,
 }
 
@@ -40,29 +115,77 @@ impl Report {
     /// Creates `/sys/kernel/debug/fastreg/` and its files.
     pub(crate) fn new(params: Params, devices: Arc<Devices>) -> Result<Self> {
         let dir = Dir::new(c"fastreg");
-        let params = KBox::pin_init(
+        let p = KBox::pin_init(
             dir.read_callback_file(c"params", params, &|p: &Params, f| {
                 writeln!(f, "{}", p.listing("\n"))
             }),
             GFP_KERNEL,
         )?;
-        let devices = KBox::pin_init(
-            dir.read_callback_file(c"devices", devices, &|d: &Arc<Devices>, f| {
+        let d = KBox::pin_init(
+            dir.read_callback_file(c"devices", devices.clone(), &|d: &Arc<Devices>, f| {
                 d.for_each(|dev| {
                     writeln!(
                         f,
                         "{}: pd_local_dma_lkey={:#x} {}",
-                        dev.name.to_str().unwrap_or("?"),
-                        dev.local_dma_lkey,
+                        dev.name(),
+                        dev.pd.local_dma_lkey(),
                         dev.attrs
                     )
                 })
             }),
             GFP_KERNEL,
         )?;
+        let pools = KBox::pin_init(
+            dir.read_callback_file(c"pools", devices.clone(), &|d: &Arc<Devices>, f| {
+                d.for_each(|dev| {
+                    let c = dev.pool.counters();
+                    let (live, free) = dev.pool.occupancy();
+                    let cfg = dev.pool.config();
+                    writeln!(
+                        f,
+                        "{}: mr_pages={} size={} max={} live={} free={} allocated={} released={} \
+                         registrations={} local_invalidations={} remote_invalidations={} \
+                         errors={} waits={} timeouts={}",
+                        dev.name(),
+                        cfg.mr_pages,
+                        cfg.size,
+                        cfg.max,
+                        live,
+                        free,
+                        c.allocated.load(Relaxed),
+                        c.released.load(Relaxed),
+                        c.registrations.load(Relaxed),
+                        c.local_invalidations.load(Relaxed),
+                        c.remote_invalidations.load(Relaxed),
+                        c.errors.load(Relaxed),
+                        c.waits.load(Relaxed),
+                        c.timeouts.load(Relaxed)
+                    )
+                })
+            }),
+            GFP_KERNEL,
+        )?;
+        let lb = KBox::pin_init(
+            dir.read_write_callback_file(
+                c"loopback",
+                pin_init!(Control {
+                    devices,
+                    params,
+                    last <- new_mutex!(None, "fastreg::Control::last"),
+                }),
+                &|c: &Control, f| match &*c.last.lock() {
+                    Some(s) => writeln!(f, "{}", s.to_str().unwrap_or("?")),
+                    None => writeln!(f, "none"),
+                },
+                &|c: &Control, r: &mut UserSliceReader| c.run(r),
+            ),
+            GFP_KERNEL,
+        )?;
         Ok(Self {
-            _params: params,
-            _devices: devices,
+            _params: p,
+            _devices: d,
+            _pools: pools,
+            _loopback: lb,
             _dir: dir,
         })
     }

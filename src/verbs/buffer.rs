@@ -4,12 +4,16 @@
 
 use kernel::{
     bindings,
+    new_mutex,
     page::{
         Page,
         PAGE_SIZE, //
     },
     prelude::*,
-    sync::Arc, //
+    sync::{
+        Arc,
+        Mutex, //
+    },
 };
 
 use super::{
@@ -21,25 +25,38 @@ use crate::frag::Seg;
 
 /// A buffer of `len` bytes starting `offset` bytes into a list of pages it owns.
 ///
-/// The CPU reads and writes it only while no transfer uses it: a [`DmaSgl`] holds it shared
-/// (`Arc`) while mapped, and the safe accessors take `&mut self`.
+/// CPU accesses are serialised by `cpu`. The device may read and write the pages while
+/// they are mapped ([`DmaSgl`]) and registered: users touch the bytes from the CPU only
+/// between transfers (the mapping is `DMA_BIDIRECTIONAL` on cache-coherent or virtual-DMA
+/// devices).
+#[pin_data]
 pub(crate) struct Buffer {
     pages: KVec<Page>,
     offset: usize,
     len: usize,
+    #[pin]
+    cpu: Mutex<()>,
 }
 
 impl Buffer {
     /// Allocates zeroed pages for `len` bytes starting `offset` bytes into the first page
     /// (an offset of a page or more leaves whole pages unused in front).
-    pub(crate) fn new(offset: usize, len: usize) -> Result<Self> {
+    pub(crate) fn new(offset: usize, len: usize) -> Result<Arc<Self>> {
         let end = offset.checked_add(len).ok_or(EINVAL)?;
         let npages = end.div_ceil(PAGE_SIZE);
         let mut pages = KVec::with_capacity(npages, GFP_KERNEL)?;
         for _ in 0..npages {
             pages.push(Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?, GFP_KERNEL)?;
         }
-        Ok(Self { pages, offset, len })
+        Arc::pin_init(
+            pin_init!(Self {
+                pages,
+                offset,
+                len,
+                cpu <- new_mutex!((), "fastreg::Buffer::cpu"),
+            }),
+            GFP_KERNEL,
+        )
     }
 
     /// Length in bytes.
@@ -70,7 +87,8 @@ impl Buffer {
     }
 
     /// Fills the buffer with `byte(buffer_offset)` for every byte.
-    pub(crate) fn fill(&mut self, byte: impl Fn(usize) -> u8) -> Result {
+    pub(crate) fn fill(&self, byte: impl Fn(usize) -> u8) -> Result {
+        let _cpu = self.cpu.lock();
         let mut chunk = [0u8; 256];
         self.pieces(|page, in_page, n, boff| {
             let mut done = 0;
@@ -79,8 +97,8 @@ impl Buffer {
                 for (i, b) in chunk[..m].iter_mut().enumerate() {
                     *b = byte(boff + done + i);
                 }
-                // SAFETY: `chunk` holds `m` bytes; `&mut self` excludes any other access to
-                // the page, and the range lies within it.
+                // SAFETY: `chunk` holds `m` bytes; `cpu` excludes other CPU accesses to the
+                // page, and the range lies within it.
                 unsafe { page.write_raw(chunk.as_ptr(), in_page + done, m)? };
                 done += m;
             }
@@ -89,7 +107,8 @@ impl Buffer {
     }
 
     /// Finds the first byte where `byte(buffer_offset)` differs from the buffer's content.
-    pub(crate) fn first_mismatch(&mut self, byte: impl Fn(usize) -> u8) -> Result<Option<usize>> {
+    pub(crate) fn first_mismatch(&self, byte: impl Fn(usize) -> u8) -> Result<Option<usize>> {
+        let _cpu = self.cpu.lock();
         let mut chunk = [0u8; 256];
         let mut found = None;
         self.pieces(|page, in_page, n, boff| {

@@ -68,7 +68,7 @@ impl SockAddr {
     }
 }
 
-impl core::fmt::Display for SockAddr {
+impl kernel::fmt::Display for SockAddr {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let [a, b, c, d] = self.ip;
         write!(f, "{a}.{b}.{c}.{d}:{}", self.port)

@@ -4,7 +4,7 @@
 //! `ib_sg_to_pages()` (drivers/infiniband/core/verbs.c), the function that decides what an
 //! MR really maps.
 
-use crate::frag::{plan, rdma_wr_count, Geometry, Seg, Span};
+use crate::frag::{pieces, plan, rdma_wr_count, Geometry, Piece, Seg, Span};
 use proptest::prelude::*;
 
 /// Model of `ib_sg_to_pages()` with a `set_page` that fails past `max_pages` pages:
@@ -270,6 +270,7 @@ proptest! {
         let spans = check_plan(&page_list(off, len, ps, 2), geo);
         let pages = ((off % ps) + len).div_ceil(ps);
         prop_assert_eq!(spans.len() as u64, pages.div_ceil(u64::from(geo.max_pages())));
+        prop_assert_eq!(spans.len() as u32, geo.mrs_for_pages(off, len));
         prop_assert!(spans.len() as u32 <= geo.max_mrs_for(len));
     }
 
@@ -297,5 +298,43 @@ proptest! {
         if max_sge as usize >= b.len() + cuts_a.len() {
             prop_assert_eq!(n as usize, cuts_a.len());
         }
+    }
+}
+
+#[test]
+fn pieces_of_two_partitions() {
+    let a = [100u64, 200];
+    let b = [150u64, 150];
+    let p: Vec<Piece> = pieces(&a, &b).collect();
+    assert_eq!(
+        p,
+        vec![
+            Piece { a: 0, a_off: 0, b: 0, b_off: 0, len: 100 },
+            Piece { a: 1, a_off: 0, b: 0, b_off: 100, len: 50 },
+            Piece { a: 1, a_off: 50, b: 1, b_off: 0, len: 150 },
+        ]
+    );
+    assert_eq!(pieces(&[], &b).count(), 0);
+}
+
+proptest! {
+    #[test]
+    fn pieces_cover_both_sides_in_order(
+        a in prop::collection::vec(1u64..1000, 1..20),
+        cuts in prop::collection::vec(1u64..1000, 1..20),
+    ) {
+        let total: u64 = a.iter().sum();
+        let mut b = Vec::new();
+        let mut left = total;
+        for c in cuts { if left == 0 { break; } let n = c.min(left); b.push(n); left -= n; }
+        if left > 0 { b.push(left); }
+        let ps: Vec<Piece> = pieces(&a, &b).collect();
+        prop_assert_eq!(ps.iter().map(|p| p.len).sum::<u64>(), total);
+        // Pieces never cross a registration boundary on either side.
+        for p in &ps {
+            prop_assert!(p.a_off + p.len <= a[p.a]);
+            prop_assert!(p.b_off + p.len <= b[p.b]);
+        }
+        prop_assert_eq!(ps.len() as u32, rdma_wr_count(b.iter().copied(), a.iter().copied(), 1).unwrap());
     }
 }

@@ -10,6 +10,8 @@
 
 #[path = "../../../src/budget.rs"]
 pub(crate) mod budget;
+#[path = "../../../src/command.rs"]
+pub(crate) mod command;
 #[path = "../../../src/frag.rs"]
 pub(crate) mod frag;
 #[path = "../../../src/limits.rs"]
@@ -21,6 +23,8 @@ pub(crate) mod params;
 
 #[cfg(test)]
 mod budget_tests;
+#[cfg(test)]
+mod command_tests;
 #[cfg(test)]
 mod frag_tests;
 #[cfg(test)]

@@ -1,0 +1,742 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The loopback exercise: fastreg connects to itself over one device and moves data with
+//! fast registration for real.
+//!
+//! For each transfer, three buffers of the requested offset and length are registered
+//! through the device's pool: a source, a sink and a check buffer. One chain of work
+//! requests registers them all (REG_MR with fresh keys), RDMA WRITEs the source into the
+//! sink, RDMA READs the sink back into the check buffer, and invalidates every
+//! registration (LOCAL_INV, fenced behind the READs). When the chain completes, the MRs go
+//! back to the pool and every byte of the sink and of the check buffer is compared with the
+//! source's pattern. The full protocol between nodes (negotiation, PUT/GET, remote
+//! invalidation) builds on the same pieces.
+
+use kernel::{
+    new_condvar,
+    new_mutex,
+    prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow,
+        CondVar,
+        CondVarTimeoutResult,
+        Mutex,
+        SetOnce, //
+    },
+    time::{
+        msecs_to_jiffies,
+        Instant,
+        Monotonic, //
+    },
+};
+
+use crate::{
+    budget,
+    command,
+    device::{
+        DevRes,
+        Devices, //
+    },
+    frag::{
+        self,
+        Span, //
+    },
+    mr_state::state::{
+        Free,
+        Invalidating, //
+    },
+    params::Params,
+    verbs::{
+        self,
+        Access,
+        Buffer,
+        CmEvent,
+        CmHandler,
+        Completion,
+        ConnParam,
+        ConnRequest,
+        DmaSgl,
+        Endpoint,
+        FrMr,
+        Handler,
+        QpCaps,
+        RdmaOp,
+        SendChain,
+        SglSpan,
+        SockAddr,
+        Wc, //
+    },
+};
+
+/// How long connecting may take.
+const CONNECT_MS: u32 = 10_000;
+/// rdma_cm address and route resolution timeout.
+const RESOLVE_MS: u16 = 2000;
+
+/// What a loopback command did.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Outcome {
+    /// Transfers completed and verified.
+    pub(crate) transfers: u32,
+    /// Bytes moved by the RDMA WRITEs (each is also read back).
+    pub(crate) bytes: u64,
+    /// Registrations per buffer.
+    pub(crate) mrs_per_buffer: u32,
+    /// Work requests per transfer.
+    pub(crate) wrs_per_transfer: u32,
+    /// Send queue depth of the connection.
+    pub(crate) sq_depth: u32,
+    /// Milliseconds from first post to last completion.
+    pub(crate) elapsed_ms: u64,
+}
+
+// ---------------------------------------------------------------------------------------
+// Connection.
+
+#[derive(Default)]
+struct LinkState {
+    client_up: bool,
+    server_up: bool,
+    down: bool,
+    error: Option<(u32, i32)>,
+    accepted: Option<Arc<Endpoint<LbCtx>>>,
+}
+
+#[pin_data]
+struct Shared {
+    #[pin]
+    st: Mutex<LinkState>,
+    #[pin]
+    cv: CondVar,
+    res: SetOnce<Arc<DevRes>>,
+    caps: SetOnce<QpCaps>,
+    rd_atomic: u8,
+}
+
+impl Shared {
+    fn update(&self, f: impl FnOnce(&mut LinkState)) {
+        f(&mut self.st.lock());
+        self.cv.notify_all();
+    }
+
+    fn fail(&self, event: u32, status: i32) {
+        self.update(|s| {
+            if s.error.is_none() {
+                s.error = Some((event, status));
+            }
+        });
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Listener,
+    Client,
+    Accepted,
+}
+
+struct LbCtx {
+    shared: Arc<Shared>,
+    role: Role,
+}
+
+impl LbCtx {
+    fn param(&self) -> ConnParam<'static> {
+        ConnParam {
+            private: &[],
+            rd_atomic: self.shared.rd_atomic,
+        }
+    }
+}
+
+impl CmHandler for LbCtx {
+    fn event(ep: ArcBorrow<'_, Endpoint<Self>>, ev: CmEvent<'_>) {
+        let ctx = ep.ctx();
+        let sh = &ctx.shared;
+        match (ctx.role, ev) {
+            (Role::Client, CmEvent::AddrResolved) => {
+                if let Err(e) = ep.resolve_route(RESOLVE_MS) {
+                    sh.fail(2, e.to_errno());
+                }
+            }
+            (Role::Client, CmEvent::RouteResolved) => {
+                let (Some(res), Some(caps)) = (sh.res.as_ref(), sh.caps.copy()) else {
+                    return sh.fail(2, ENODEV.to_errno());
+                };
+                let r = ep
+                    .create_qp(&res.pd, caps)
+                    .and_then(|()| ep.connect(&ctx.param()));
+                if let Err(e) = r {
+                    sh.fail(2, e.to_errno());
+                }
+            }
+            (Role::Client, CmEvent::Established(_)) => sh.update(|s| s.client_up = true),
+            (Role::Accepted, CmEvent::Established(_)) => sh.update(|s| s.server_up = true),
+            (_, CmEvent::Rejected(status, _)) => sh.fail(8, status),
+            (_, CmEvent::Failed(event, status)) => sh.fail(event, status),
+            (_, CmEvent::Disconnected | CmEvent::DeviceRemoval) => sh.update(|s| s.down = true),
+            _ => {}
+        }
+    }
+
+    fn connect_request(ep: ArcBorrow<'_, Endpoint<Self>>, req: ConnRequest<'_, Self>) -> Result {
+        let sh = ep.ctx().shared.clone();
+        let res = sh.res.as_ref().ok_or(ENODEV)?.clone();
+        let caps = sh.caps.copy().ok_or(ENODEV)?;
+        let param = ep.ctx().param();
+        let child = req
+            .accept(
+                LbCtx {
+                    shared: sh.clone(),
+                    role: Role::Accepted,
+                },
+                &res.pd,
+                caps,
+                &param,
+            )
+            .inspect_err(|e| sh.fail(4, e.to_errno()))?;
+        sh.update(|s| s.accepted = Some(child));
+        Ok(())
+    }
+}
+
+/// Both ends of a connection of the module to itself.
+struct Link {
+    shared: Arc<Shared>,
+    client: Arc<Endpoint<LbCtx>>,
+    accepted: Arc<Endpoint<LbCtx>>,
+    _listener: Arc<Endpoint<LbCtx>>,
+}
+
+impl Link {
+    /// Connects to `addr`, a local address of a device in `devices`, with queues of
+    /// `caps(device)`.
+    fn connect(
+        devices: &Devices,
+        addr: SockAddr,
+        caps: impl FnOnce(&DevRes) -> Result<QpCaps>,
+    ) -> Result<(Self, Arc<DevRes>)> {
+        let shared = Arc::pin_init(
+            pin_init!(Shared {
+                st <- new_mutex!(LinkState::default(), "fastreg::loopback::Shared::st"),
+                cv <- new_condvar!("fastreg::loopback::Shared::cv"),
+                res: SetOnce::new(),
+                caps: SetOnce::new(),
+                rd_atomic: 16,
+            }),
+            GFP_KERNEL,
+        )?;
+        let listener = Endpoint::new(LbCtx {
+            shared: shared.clone(),
+            role: Role::Listener,
+        })?;
+        listener.listen(addr, 8).inspect_err(|e| {
+            pr_err!("loopback: cannot listen on {}: {:?}\n", addr, e);
+        })?;
+        let res = listener
+            .device()
+            .and_then(|d| devices.find(d))
+            .ok_or_else(|| {
+                pr_err!("loopback: {} is not the address of an RDMA device fastreg uses\n", addr);
+                ENODEV
+            })?;
+        let caps = caps(&res)?;
+        if caps.send_wr > res.attrs.max_qp_wr {
+            pr_err!(
+                "loopback: {} needs a send queue of {} WRs, {} allows {}\n",
+                addr,
+                caps.send_wr,
+                res.name(),
+                res.attrs.max_qp_wr
+            );
+            return Err(EINVAL);
+        }
+        shared.caps.populate(caps);
+        shared.res.populate(res.clone());
+        let client = Endpoint::new(LbCtx {
+            shared: shared.clone(),
+            role: Role::Client,
+        })?;
+        client.resolve_addr(addr, RESOLVE_MS)?;
+        // Wait for both ends, or a failure.
+        let mut left = msecs_to_jiffies(CONNECT_MS);
+        let mut st = shared.st.lock();
+        let outcome = loop {
+            if let Some((event, status)) = st.error {
+                pr_err!(
+                    "loopback: connecting to {} failed: {} (status {})\n",
+                    addr,
+                    verbs::event_name(event).to_str().unwrap_or("?"),
+                    status
+                );
+                break Err(econnrefused());
+            }
+            if st.client_up && st.server_up && st.accepted.is_some() {
+                break Ok(());
+            }
+            if left == 0 {
+                pr_err!("loopback: connecting to {} timed out\n", addr);
+                break Err(ETIMEDOUT);
+            }
+            match shared.cv.wait_interruptible_timeout(&mut st, left) {
+                CondVarTimeoutResult::Timeout => left = 0,
+                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                CondVarTimeoutResult::Signal { .. } => break Err(ERESTARTSYS),
+            }
+        };
+        let accepted = st.accepted.take();
+        drop(st);
+        let teardown = |accepted: Option<Arc<Endpoint<LbCtx>>>| {
+            client.close();
+            if let Some(a) = &accepted {
+                a.close();
+            }
+        };
+        match (outcome, accepted) {
+            (Ok(()), Some(accepted)) => Ok((
+                Self {
+                    shared,
+                    client,
+                    accepted,
+                    _listener: listener,
+                },
+                res,
+            )),
+            (Ok(()), None) => {
+                teardown(None);
+                Err(EINVAL)
+            }
+            (Err(e), accepted) => {
+                teardown(accepted);
+                Err(e)
+            }
+        }
+    }
+
+    fn close(&self) {
+        self.client.close();
+        self.accepted.close();
+        // The accepted endpoint refers to `shared`; nothing refers back any more.
+        self.shared.update(|s| s.down = true);
+    }
+}
+
+fn econnrefused() -> Error {
+    Error::from_errno(-(kernel::bindings::ECONNREFUSED as i32))
+}
+
+// ---------------------------------------------------------------------------------------
+// Transfers.
+
+/// Completion of one slot's chain, reported to the driving thread.
+struct SlotDone {
+    index: usize,
+    board: Arc<Board>,
+}
+
+struct Finished {
+    index: usize,
+    ok: bool,
+    status: u32,
+    vendor_err: u32,
+    chain: SendChain,
+}
+
+#[pin_data]
+struct Board {
+    #[pin]
+    done: Mutex<KVec<Finished>>,
+    #[pin]
+    cv: CondVar,
+}
+
+impl Handler for SlotDone {
+    fn done(this: Arc<Completion<Self>>, wc: &Wc<'_>, mut chain: SendChain) {
+        // The chain's MR references go now; the MRs themselves are in the slot.
+        chain.clear();
+        let me = this.value();
+        let f = Finished {
+            index: me.index,
+            ok: wc.ok(),
+            status: wc.status(),
+            vendor_err: wc.vendor_err(),
+            chain,
+        };
+        let mut done = me.board.done.lock();
+        // Capacity for every slot was reserved: this does not allocate.
+        if done.push(f, GFP_NOWAIT).is_err() {
+            pr_err!("loopback: completion lost\n");
+        }
+        drop(done);
+        me.board.cv.notify_all();
+    }
+}
+
+/// A mapped buffer and its registration plan.
+struct Side {
+    sgl: Arc<DmaSgl>,
+    spans: KVec<Span>,
+    lens: KVec<u64>,
+}
+
+impl Side {
+    fn new(res: &DevRes, offset: usize, len: usize) -> Result<Self> {
+        let buf = Buffer::new(offset, len)?;
+        let sgl = Arc::new(DmaSgl::new(res.pd.device(), buf)?, GFP_KERNEL)?;
+        let segs = sgl.segs()?;
+        let mut spans = KVec::new();
+        let mut lens = KVec::new();
+        for s in frag::plan(&segs, res.geo) {
+            spans.push(s, GFP_KERNEL)?;
+            lens.push(s.len, GFP_KERNEL)?;
+        }
+        Ok(Self { sgl, spans, lens })
+    }
+
+    fn buffer(&self) -> &Buffer {
+        self.sgl.buffer()
+    }
+
+    fn sgl_span(&self, s: &Span) -> SglSpan {
+        SglSpan {
+            sgl: self.sgl.clone(),
+            first: s.seg,
+            nents: s.nents,
+            offset: s.seg_off,
+            len: s.len,
+        }
+    }
+}
+
+struct Slot {
+    src: Side,
+    sink: Side,
+    check: Side,
+    done: Arc<Completion<SlotDone>>,
+    chain: Option<SendChain>,
+    /// MRs of the chain in flight: source, sink, check.
+    inflight: KVec<FrMr<Invalidating>>,
+    seed: u32,
+}
+
+/// The byte at `off` of transfer `seed`: depends on both, so a misplaced or stale block
+/// is caught, not only a wrong byte.
+fn pattern(seed: u32, off: usize) -> u8 {
+    let x = (off as u32).wrapping_mul(0x9e37_79b1) ^ seed.wrapping_mul(0x85eb_ca6b);
+    (x ^ (x >> 13) ^ (x >> 24)) as u8
+}
+
+impl Slot {
+    fn wrs(&self) -> u32 {
+        let n = (self.src.spans.len() + self.sink.spans.len() + self.check.spans.len()) as u32;
+        let writes = frag::pieces(&self.src.lens, &self.sink.lens).count() as u32;
+        let reads = frag::pieces(&self.check.lens, &self.sink.lens).count() as u32;
+        // REG and LOCAL_INV of every MR, the WRITEs and the READs.
+        2 * n + writes + reads
+    }
+
+    /// Registers the three buffers, builds the chain and posts it.
+    fn start(&mut self, res: &DevRes, link: &Link, seed: u32, timeout_ms: u32) -> Result {
+        self.seed = seed;
+        self.src.buffer().fill(|o| pattern(seed, o))?;
+        self.sink.buffer().fill(|o| !pattern(seed, o))?;
+        self.check.buffer().fill(|o| pattern(seed, o) ^ 0x5a)?;
+        let n = (self.src.spans.len() + self.sink.spans.len() + self.check.spans.len()) as u32;
+        let mut free: KVec<FrMr<Free>> = KVec::new();
+        res.pool.get(n, &mut free, timeout_ms)?;
+        let mut chain = self.chain.take().unwrap_or_else(SendChain::empty);
+        chain.clear();
+        // Map and register, in the order source, sink, check.
+        let mut regs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let mut err = None;
+        for (side, access) in [
+            (&self.src, Access::LOCAL_READ),
+            (
+                &self.sink,
+                Access::REMOTE_WRITE
+                    .with(Access::REMOTE_READ)
+                    .with(Access::LOCAL_WRITE),
+            ),
+            (&self.check, Access::LOCAL_WRITE),
+        ] {
+            for s in side.spans.iter() {
+                let Some(mr) = free.pop() else {
+                    err = Some(EINVAL);
+                    break;
+                };
+                match mr.map(&side.sgl_span(s)) {
+                    Ok(mapped) => {
+                        let (reg, key) = res.pool.register(mapped);
+                        if let Err(e) = chain.reg(&reg, key, access) {
+                            err = Some(e);
+                        }
+                        regs.push(reg, GFP_KERNEL)?;
+                    }
+                    Err((mr, e)) => {
+                        pr_err!("loopback: ib_map_mr_sg failed: {:?}\n", e);
+                        res.pool.put_free(mr);
+                        err = Some(e);
+                    }
+                }
+                if err.is_some() {
+                    break;
+                }
+            }
+        }
+        for mr in free.drain_all() {
+            res.pool.put_free(mr);
+        }
+        if let Some(e) = err {
+            // Nothing was posted: the keys were never valid; give the MRs up.
+            for r in regs.drain_all() {
+                res.pool.destroy(r.into_handle());
+            }
+            self.chain = Some(chain);
+            return Err(e);
+        }
+        let (ns, nk) = (self.src.spans.len(), self.sink.spans.len());
+        let (src, rest) = regs.split_at(ns);
+        let (sink, check) = rest.split_at(nk);
+        let mut r = Ok(());
+        for p in frag::pieces(&self.src.lens, &self.sink.lens) {
+            let dst = &sink[p.b];
+            r = r.and_then(|()| {
+                chain.rdma(
+                    RdmaOp::Write,
+                    dst.handle().iova() + p.b_off,
+                    dst.rkey(),
+                    [(&src[p.a], p.a_off, p.len as u32)],
+                )
+            });
+        }
+        for p in frag::pieces(&self.check.lens, &self.sink.lens) {
+            let from = &sink[p.b];
+            r = r.and_then(|()| {
+                chain.rdma(
+                    RdmaOp::Read,
+                    from.handle().iova() + p.b_off,
+                    from.rkey(),
+                    [(&check[p.a], p.a_off, p.len as u32)],
+                )
+            });
+        }
+        // The invalidations wait for the READs.
+        chain.fence();
+        self.inflight.clear();
+        for reg in regs.drain_all() {
+            let (inv, rkey) = res.pool.invalidate(reg);
+            r = r.and_then(|()| chain.local_inv(&inv, rkey));
+            self.inflight.push(inv, GFP_KERNEL)?;
+        }
+        if let Err(e) = r {
+            self.give_up(res);
+            self.chain = Some(chain);
+            return Err(e);
+        }
+        match link.client.post(chain, &self.done) {
+            Ok(()) => Ok(()),
+            Err((e, chain)) => {
+                pr_err!("loopback: posting a chain failed: {:?}\n", e);
+                self.give_up(res);
+                self.chain = chain;
+                Err(e.to_error())
+            }
+        }
+    }
+
+    /// Destroys the MRs of a chain that failed or was never posted.
+    fn give_up(&mut self, res: &DevRes) {
+        for mr in self.inflight.drain_all() {
+            res.pool.destroy(mr.into_handle());
+        }
+    }
+
+    /// Handles the completion of the chain: MRs back to the pool, bytes checked.
+    fn finish(&mut self, res: &DevRes, f: Finished, len: usize) -> Result {
+        self.chain = Some(f.chain);
+        if !f.ok {
+            pr_err!(
+                "loopback: transfer failed on {}: status {} vendor error {:#x}\n",
+                res.name(),
+                f.status,
+                f.vendor_err
+            );
+            self.give_up(res);
+            return Err(EIO);
+        }
+        for mr in self.inflight.drain_all() {
+            res.pool.put(mr.invalidated());
+        }
+        let seed = self.seed;
+        for (what, side) in [("sink", &self.sink), ("read-back", &self.check)] {
+            if let Some(off) = side.buffer().first_mismatch(|o| pattern(seed, o))? {
+                pr_err!(
+                    "loopback: {} buffer differs from the source at byte {} of {}\n",
+                    what,
+                    off,
+                    len
+                );
+                return Err(EIO);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs a loopback command; reports errors in the kernel log.
+pub(crate) fn run(devices: &Devices, params: &Params, cmd: &command::Loopback) -> Result<Outcome> {
+    if cmd.len > u64::from(params.max_payload) {
+        pr_err!(
+            "loopback: length {} exceeds max_payload={}\n",
+            cmd.len,
+            params.max_payload
+        );
+        return Err(EMSGSIZE);
+    }
+    let addr = SockAddr {
+        ip: cmd.ip,
+        port: params.port,
+    };
+    let (offset, len) = (cmd.offset as usize, cmd.len as usize);
+    let slots_n = cmd.concurrency.min(cmd.count) as usize;
+
+    let caps = |res: &DevRes| -> Result<QpCaps> {
+        // A page-list buffer: the same plan on all three sides, so one WRITE and one READ
+        // per registration, and a REG and a LOCAL_INV per MR.
+        let n = res.geo.mrs_for_pages(cmd.offset, cmd.len);
+        let per_transfer = 3 * n * 2 + 2 * n;
+        Ok(QpCaps {
+            send_wr: budget::sq_depth(slots_n as u32, per_transfer).ok_or(EINVAL)?,
+            recv_wr: 2,
+            send_sge: 1,
+            recv_sge: 1,
+        })
+    };
+    let (link, res) = Link::connect(devices, addr, caps)?;
+    let r = match link.client.caps() {
+        Some(caps) => transfer_all(&link, &res, params, cmd, slots_n, offset, len, caps),
+        None => Err(EINVAL),
+    };
+    link.close();
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+fn transfer_all(
+    link: &Link,
+    res: &Arc<DevRes>,
+    params: &Params,
+    cmd: &command::Loopback,
+    slots_n: usize,
+    offset: usize,
+    len: usize,
+    caps: QpCaps,
+) -> Result<Outcome> {
+    let board = Arc::pin_init(
+        pin_init!(Board {
+            done <- new_mutex!(KVec::new(), "fastreg::loopback::Board::done"),
+            cv <- new_condvar!("fastreg::loopback::Board::cv"),
+        }),
+        GFP_KERNEL,
+    )?;
+    board.done.lock().reserve(slots_n, GFP_KERNEL)?;
+    let mut slots = KVec::with_capacity(slots_n, GFP_KERNEL)?;
+    for index in 0..slots_n {
+        let src = Side::new(res, offset, len)?;
+        let sink = Side::new(res, offset, len)?;
+        let check = Side::new(res, offset, len)?;
+        let wrs = src.spans.len() * 8;
+        slots.push(
+            Slot {
+                src,
+                sink,
+                check,
+                done: Completion::new(SlotDone {
+                    index,
+                    board: board.clone(),
+                })?,
+                chain: Some(SendChain::with_capacity(wrs, wrs)?),
+                inflight: KVec::new(),
+                seed: 0,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    let mut out = Outcome {
+        mrs_per_buffer: slots[0].src.spans.len() as u32,
+        wrs_per_transfer: slots[0].wrs(),
+        sq_depth: caps.send_wr,
+        ..Outcome::default()
+    };
+    let timeout_ms = params.timeout.saturating_mul(1000);
+    let started_at = Instant::<Monotonic>::now();
+    let mut started = 0u32;
+    let mut in_flight = 0usize;
+    let mut first_err: Option<Error> = None;
+    for slot in slots.iter_mut() {
+        match slot.start(res, link, started, timeout_ms) {
+            Ok(()) => {
+                started += 1;
+                in_flight += 1;
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+                break;
+            }
+        }
+    }
+    let mut closed = false;
+    while in_flight > 0 {
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let mut done = board.done.lock();
+        while done.is_empty() && left > 0 {
+            match board.cv.wait_interruptible_timeout(&mut done, left) {
+                CondVarTimeoutResult::Timeout => left = 0,
+                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                CondVarTimeoutResult::Signal { .. } => left = 0,
+            }
+        }
+        let next = done.pop();
+        drop(done);
+        let Some(f) = next else {
+            // Nothing completed in time: fail the connection; draining flushes every
+            // chain, whose completions then arrive.
+            pr_err!("loopback: no completion within {} s\n", params.timeout);
+            first_err.get_or_insert(ETIMEDOUT);
+            if !closed {
+                link.close();
+                closed = true;
+                continue;
+            }
+            break;
+        };
+        in_flight -= 1;
+        let slot = &mut slots[f.index];
+        match slot.finish(res, f, len) {
+            Ok(()) => {
+                out.transfers += 1;
+                out.bytes += len as u64;
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+        if first_err.is_none() && started < cmd.count {
+            match slot.start(res, link, started, timeout_ms) {
+                Ok(()) => {
+                    started += 1;
+                    in_flight += 1;
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+    }
+    out.elapsed_ms = started_at.elapsed().as_millis() as u64;
+    match first_err {
+        None => Ok(out),
+        Some(e) => Err(e),
+    }
+}

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The fast-registration pool of one device.
+//!
+//! MRs are allocated with `ib_alloc_mr` when the device is added (`pool_size` of them),
+//! grown on demand up to `pool_max`, and MRs beyond `pool_size` that stay idle for
+//! `pool_idle` seconds are released (checked whenever the pool is used). The pool only
+//! hands out MRs in the `Free` state and only takes back `Invalidated` ones
+//! ([`crate::mr_state`]); an MR whose registration or invalidation failed is destroyed,
+//! never reused. A transfer takes all the MRs it needs at once, so transfers waiting for
+//! MRs cannot deadlock each other; it waits (bounded) when the pool is exhausted.
+
+use kernel::{
+    new_condvar,
+    new_mutex,
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+        CondVar,
+        CondVarTimeoutResult,
+        Mutex, //
+    },
+    time::{
+        msecs_to_jiffies,
+        Delta,
+        Instant,
+        Monotonic,
+        Msecs, //
+    },
+};
+
+use crate::{
+    mr_state::state::{
+        Free,
+        Invalidated,
+        Invalidating,
+        Mapped,
+        Registered, //
+    },
+    verbs::{
+        FrMr,
+        Mr,
+        Pd, //
+    },
+};
+
+/// Pool sizing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PoolConfig {
+    /// MRs kept allocated.
+    pub(crate) size: u32,
+    /// Most MRs allocated at once.
+    pub(crate) max: u32,
+    /// Seconds an MR beyond `size` may stay idle.
+    pub(crate) idle_secs: u32,
+    /// Pages each MR maps.
+    pub(crate) mr_pages: u32,
+}
+
+/// Event counters of a pool.
+pub(crate) struct Counters {
+    /// `ib_alloc_mr` calls that succeeded.
+    pub(crate) allocated: Atomic<u64>,
+    /// MRs released because they were idle beyond `pool_size`.
+    pub(crate) released: Atomic<u64>,
+    /// REG_MR work requests built.
+    pub(crate) registrations: Atomic<u64>,
+    /// LOCAL_INV work requests built.
+    pub(crate) local_invalidations: Atomic<u64>,
+    /// Registrations invalidated by a peer (`SEND_WITH_INV`).
+    pub(crate) remote_invalidations: Atomic<u64>,
+    /// MRs destroyed because a work request on them failed.
+    pub(crate) errors: Atomic<u64>,
+    /// Times a transfer waited for MRs.
+    pub(crate) waits: Atomic<u64>,
+    /// Times a transfer gave up waiting for MRs.
+    pub(crate) timeouts: Atomic<u64>,
+}
+
+impl Counters {
+    const fn new() -> Self {
+        Self {
+            allocated: Atomic::new(0),
+            released: Atomic::new(0),
+            registrations: Atomic::new(0),
+            local_invalidations: Atomic::new(0),
+            remote_invalidations: Atomic::new(0),
+            errors: Atomic::new(0),
+            waits: Atomic::new(0),
+            timeouts: Atomic::new(0),
+        }
+    }
+}
+
+struct Inner {
+    /// Free MRs, oldest first, with the time they became free.
+    free: KVec<(FrMr<Free>, Instant<Monotonic>)>,
+    /// MRs allocated (free, in use, or being allocated).
+    live: u32,
+}
+
+/// A device's fast-registration pool.
+#[pin_data]
+pub(crate) struct Pool {
+    pd: Arc<Pd>,
+    cfg: PoolConfig,
+    #[pin]
+    inner: Mutex<Inner>,
+    #[pin]
+    freed: CondVar,
+    counters: Counters,
+}
+
+fn inc(c: &Atomic<u64>, n: u64) {
+    c.fetch_add(n, Relaxed);
+}
+
+impl Pool {
+    /// A pool on `pd` with `cfg.size` MRs allocated now.
+    pub(crate) fn new(pd: Arc<Pd>, cfg: PoolConfig) -> Result<Arc<Self>> {
+        let pool = Arc::pin_init(
+            pin_init!(Self {
+                pd,
+                cfg,
+                inner <- new_mutex!(Inner { free: KVec::new(), live: 0 }, "fastreg::Pool::inner"),
+                freed <- new_condvar!("fastreg::Pool::freed"),
+                counters: Counters::new(),
+            }),
+            GFP_KERNEL,
+        )?;
+        let mut fresh = KVec::with_capacity(cfg.size as usize, GFP_KERNEL)?;
+        pool.allocate(cfg.size, &mut fresh)?;
+        let mut inner = pool.inner.lock();
+        let now = Instant::now();
+        for mr in fresh.drain_all() {
+            inner.free.push((mr, now), GFP_KERNEL)?;
+        }
+        drop(inner);
+        Ok(pool)
+    }
+
+    /// The configuration.
+    pub(crate) fn config(&self) -> PoolConfig {
+        self.cfg
+    }
+
+    /// The counters.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// (MRs allocated, MRs free).
+    pub(crate) fn occupancy(&self) -> (u32, u32) {
+        let inner = self.inner.lock();
+        (inner.live, inner.free.len() as u32)
+    }
+
+    /// Allocates `n` MRs into `out`, counting them as live. On failure, what was
+    /// allocated is freed and not counted.
+    fn allocate(&self, n: u32, out: &mut KVec<FrMr<Free>>) -> Result {
+        {
+            let mut inner = self.inner.lock();
+            inner.live += n;
+            // Room for every live MR to come back, so `put` never allocates.
+            let want = inner.live as usize;
+            let have = inner.free.len();
+            inner.free.reserve(want.saturating_sub(have), GFP_KERNEL)?;
+        }
+        let start = out.len();
+        for _ in 0..n {
+            match Mr::alloc(&self.pd, self.cfg.mr_pages) {
+                Ok(mr) => {
+                    inc(&self.counters.allocated, 1);
+                    out.push(FrMr::new(mr), GFP_KERNEL)?;
+                }
+                Err(e) => {
+                    out.truncate(start);
+                    self.inner.lock().live -= n;
+                    self.freed.notify_all();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes `n` free MRs into `out`, all or none: from the free list, allocating up to
+    /// `pool_max`, or waiting up to `wait_ms` for MRs to come back.
+    pub(crate) fn get(&self, n: u32, out: &mut KVec<FrMr<Free>>, wait_ms: Msecs) -> Result {
+        if n > self.cfg.max {
+            pr_err!(
+                "a transfer needs {} MRs, more than pool_max={}\n",
+                n,
+                self.cfg.max
+            );
+            return Err(EMSGSIZE);
+        }
+        out.reserve(n as usize, GFP_KERNEL)?;
+        let mut left = msecs_to_jiffies(wait_ms);
+        let mut waited = false;
+        let mut inner = self.inner.lock();
+        loop {
+            self.shrink(&mut inner);
+            let free = inner.free.len() as u32;
+            if free >= n {
+                let at = inner.free.len() - n as usize;
+                // Newest first: the oldest stay idle and can be released.
+                while inner.free.len() > at {
+                    if let Some((mr, _)) = inner.free.pop() {
+                        out.push(mr, GFP_KERNEL)?;
+                    }
+                }
+                return Ok(());
+            }
+            let missing = n - free;
+            if inner.live + missing <= self.cfg.max {
+                // Take what is free, allocate the rest without holding the lock.
+                while let Some((mr, _)) = inner.free.pop() {
+                    out.push(mr, GFP_KERNEL)?;
+                }
+                drop(inner);
+                return self.allocate(missing, out).inspect_err(|_| {
+                    // Give back what was taken.
+                    let mut inner = self.inner.lock();
+                    let now = Instant::now();
+                    for mr in out.drain_all() {
+                        // Capacity was reserved for every live MR.
+                        let _ = inner.free.push((mr, now), GFP_KERNEL);
+                    }
+                });
+            }
+            if !waited {
+                waited = true;
+                inc(&self.counters.waits, 1);
+            }
+            if left == 0 {
+                inc(&self.counters.timeouts, 1);
+                return Err(ETIMEDOUT);
+            }
+            match self.freed.wait_interruptible_timeout(&mut inner, left) {
+                CondVarTimeoutResult::Timeout => left = 0,
+                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
+            }
+        }
+    }
+
+    /// Releases idle MRs beyond `pool_size` (the oldest first).
+    fn shrink(&self, inner: &mut Inner) {
+        let idle = Delta::from_secs(self.cfg.idle_secs.into());
+        while inner.live > self.cfg.size {
+            match inner.free.first() {
+                Some((_, since)) if since.elapsed() >= idle => {}
+                _ => break,
+            }
+            if let Ok((mr, _)) = inner.free.remove(0) {
+                drop(mr.into_handle());
+            }
+            inner.live -= 1;
+            inc(&self.counters.released, 1);
+        }
+    }
+
+    /// Counts a registration (the caller posts the REG_MR).
+    pub(crate) fn register(&self, mr: FrMr<Mapped>) -> (FrMr<Registered>, u32) {
+        inc(&self.counters.registrations, 1);
+        mr.register()
+    }
+
+    /// Counts a local invalidation (the caller posts the LOCAL_INV).
+    pub(crate) fn invalidate(&self, mr: FrMr<Registered>) -> (FrMr<Invalidating>, u32) {
+        inc(&self.counters.local_invalidations, 1);
+        mr.invalidate()
+    }
+
+    /// Counts a remote invalidation seen in a receive completion.
+    pub(crate) fn remotely_invalidated(
+        &self,
+        mr: FrMr<Registered>,
+        rkey: u32,
+    ) -> Result<FrMr<Invalidated>, FrMr<Registered>> {
+        let r = mr.remotely_invalidated(rkey);
+        if r.is_ok() {
+            inc(&self.counters.remote_invalidations, 1);
+        }
+        r
+    }
+
+    /// Takes back an MR whose key is dead.
+    pub(crate) fn put(&self, mr: FrMr<Invalidated>) {
+        let mut inner = self.inner.lock();
+        // Capacity for every live MR was reserved when it was allocated.
+        if inner.free.push((mr.recycle(), Instant::now()), GFP_NOWAIT).is_err() {
+            inner.live -= 1;
+        }
+        self.shrink(&mut inner);
+        drop(inner);
+        self.freed.notify_all();
+    }
+
+    /// Gives back a free MR that was not used (the transfer failed before mapping it).
+    pub(crate) fn put_free(&self, mr: FrMr<Free>) {
+        let mut inner = self.inner.lock();
+        if inner.free.push((mr, Instant::now()), GFP_NOWAIT).is_err() {
+            inner.live -= 1;
+        }
+        drop(inner);
+        self.freed.notify_all();
+    }
+
+    /// Destroys an MR whose state is unknown (a work request on it failed): it is never
+    /// reused. It is deregistered when the last work request chain naming it is gone.
+    pub(crate) fn destroy(&self, mr: Mr) {
+        drop(mr);
+        inc(&self.counters.errors, 1);
+        self.inner.lock().live -= 1;
+        self.freed.notify_all();
+    }
+}

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Tests of `src/command.rs`.
+
+use crate::command::{parse_ipv4, parse_size, Loopback};
+
+#[test]
+fn sizes() {
+    assert_eq!(parse_size("0"), Some(0));
+    assert_eq!(parse_size("4095"), Some(4095));
+    assert_eq!(parse_size("4k"), Some(4096));
+    assert_eq!(parse_size("1M"), Some(1 << 20));
+    assert_eq!(parse_size("2g"), Some(2 << 30));
+    for bad in ["", "k", "-1", "1.5M", "1 M", "0x10", "1Mb", "99999999999999999999"] {
+        assert_eq!(parse_size(bad), None, "{bad}");
+    }
+    assert_eq!(parse_size("18446744073709551615k"), None);
+}
+
+#[test]
+fn addresses() {
+    assert_eq!(parse_ipv4("10.0.2.15"), Some([10, 0, 2, 15]));
+    for bad in ["10.0.2", "10.0.2.15.1", "256.0.0.1", "a.b.c.d", "10..2.15", ""] {
+        assert_eq!(parse_ipv4(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn loopback_commands() {
+    let c = Loopback::parse("10.0.2.15 1 1M\n").unwrap();
+    assert_eq!(c, Loopback { ip: [10, 0, 2, 15], offset: 1, len: 1 << 20, count: 1, concurrency: 1 });
+    let c = Loopback::parse("10.0.2.15 4097 65536 100 16").unwrap();
+    assert_eq!((c.offset, c.len, c.count, c.concurrency), (4097, 65536, 100, 16));
+    for (bad, why) in [
+        ("", "missing address"),
+        ("10.0.2.15", "missing offset"),
+        ("10.0.2.15 0", "missing length"),
+        ("10.0.2.15 0 0", "length must be at least 1"),
+        ("10.0.2.15 0 1 0", "count must be 1..1000000"),
+        ("10.0.2.15 0 1 1 257", "concurrency must be 1..256"),
+        ("10.0.2.15 0 1 1 1 1", "too many words"),
+        ("10.0.2.15 2M 1", "offset above 1 MiB"),
+        ("x 0 1", "bad IPv4 address"),
+    ] {
+        assert_eq!(Loopback::parse(bad), Err(why), "{bad}");
+    }
+}
