@@ -164,3 +164,35 @@ impl SqBudget {
         self.capacity
     }
 }
+
+/// What the budget means for a connection: the figures fastreg reports per device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Figures {
+    /// Most MRs a `max_payload` transfer needs on each side.
+    pub(crate) mrs: u32,
+    /// Most work requests such a transfer needs on one side.
+    pub(crate) wrs: u32,
+    /// Send queue depth at `queue_depth`.
+    pub(crate) sq_depth: u32,
+    /// What o2iblnd would use for the same payload and queue depth:
+    /// `(1 + max_frags + 2) * queue_depth`, with one fragment per page plus one.
+    pub(crate) o2iblnd_sq_depth: u64,
+}
+
+/// The figures for MRs of `geo`, transfers of up to `max_payload` bytes, `queue_depth` of
+/// them in flight. `None` on overflow.
+pub(crate) fn figures(
+    geo: &crate::frag::Geometry,
+    max_payload: u64,
+    queue_depth: u32,
+) -> Option<Figures> {
+    let mrs = geo.max_mrs_for(max_payload);
+    let wrs = per_transfer(mrs).total();
+    let max_frags = max_payload.div_ceil(geo.page_size()) + 1;
+    Some(Figures {
+        mrs,
+        wrs,
+        sq_depth: sq_depth(queue_depth, wrs)?,
+        o2iblnd_sq_depth: (1 + max_frags + 2) * u64::from(queue_depth),
+    })
+}

@@ -7,6 +7,10 @@ use kernel::{
     prelude::*,
     str::CString,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         new_mutex,
         Arc,
         Mutex, //
@@ -14,6 +18,10 @@ use kernel::{
 };
 
 use crate::{
+    budget::{
+        self,
+        Figures, //
+    },
     frag::Geometry,
     limits::DeviceAttrs,
     params::Params,
@@ -39,10 +47,14 @@ pub(crate) struct DevRes {
     pub(crate) attrs: DeviceAttrs,
     /// What one MR maps.
     pub(crate) geo: Geometry,
+    /// The work request budget of a connection with the module parameters.
+    pub(crate) figures: Figures,
     /// The protection domain of every object fastreg creates on the device.
     pub(crate) pd: Arc<Pd>,
     /// The fast-registration pool.
     pub(crate) pool: Arc<Pool>,
+    /// Set when the device is being removed: users stop starting work on it.
+    pub(crate) removed: Atomic<bool>,
 }
 
 impl DevRes {
@@ -121,7 +133,8 @@ impl verbs::Client for Fastreg {
             return Err(ENODEV);
         }
         let pd = Arc::new(
-            Pd::alloc(device).inspect_err(|e| pr_err!("{}: ib_alloc_pd failed: {:?}\n", name, e))?,
+            Pd::alloc(device)
+                .inspect_err(|e| pr_err!("{}: ib_alloc_pd failed: {:?}\n", name, e))?,
             GFP_KERNEL,
         )?;
         let cfg = PoolConfig {
@@ -130,39 +143,63 @@ impl verbs::Client for Fastreg {
             idle_secs: self.params.pool_idle,
             mr_pages: mr_pages(&attrs, self.params.max_payload),
         };
+        // Memory regions of IB_MR_TYPE_MEM_REG on every device: splitting a buffer over
+        // several MRs makes IB_MR_TYPE_SG_GAPS unnecessary (and it is slower where offered).
         let geo = Geometry::new(PAGE_SIZE as u64, cfg.mr_pages, false).ok_or(EINVAL)?;
-        let pool = Pool::new(pd.clone(), cfg).inspect_err(|e| {
-            pr_err!("{}: allocating {} MRs failed: {:?}\n", name, cfg.size, e)
-        })?;
+        let figures = budget::figures(
+            &geo,
+            self.params.max_payload.into(),
+            self.params.queue_depth,
+        )
+        .ok_or(EINVAL)?;
+        let pool = Pool::new(pd.clone(), cfg)
+            .inspect_err(|e| pr_err!("{}: allocating {} MRs failed: {:?}\n", name, cfg.size, e))?;
         let res = Arc::new(
             DevRes {
                 name: CString::try_from_fmt(fmt!("{}", name))?,
                 attrs,
                 geo,
+                figures,
                 pd,
                 pool,
+                removed: Atomic::new(false),
             },
             GFP_KERNEL,
         )?;
         self.devices.list.lock().push(res.clone(), GFP_KERNEL)?;
         pr_info!(
-            "{}: added: {} pd_local_dma_lkey={:#x} pool_mrs={} mr_pages={}\n",
+            "{}: added: {} pd_local_dma_lkey={:#x}\n",
             name,
             Show(res.attrs),
-            res.pd.local_dma_lkey(),
+            res.pd.local_dma_lkey()
+        );
+        pr_info!(
+            "{}: pool of {} MRs of {} pages; a {}-byte transfer needs at most {} MRs and {} WRs \
+             per side, SQ depth {} at queue_depth {} (o2iblnd: {})\n",
+            name,
             cfg.size,
-            cfg.mr_pages
+            geo.max_pages(),
+            self.params.max_payload,
+            figures.mrs,
+            figures.wrs,
+            figures.sq_depth,
+            self.params.queue_depth,
+            figures.o2iblnd_sq_depth
         );
         Ok(KBox::new(FrDevice { res }, GFP_KERNEL)?)
     }
 
     fn remove(&self, _device: &verbs::Device, data: KBox<FrDevice>) {
-        self.devices.list.lock().retain(|d| !Arc::ptr_eq(d, &data.res));
+        self.devices
+            .list
+            .lock()
+            .retain(|d| !Arc::ptr_eq(d, &data.res));
+        data.res.removed.store(true, Relaxed);
         pr_info!("{}: removed\n", data.res.name());
         // Dropping the last reference frees the pool's MRs and the PD (and with it the
         // device reference) before ib_core goes on unregistering the device. A user still
-        // holding the resources (a test in progress) delays the unregistration until it
-        // lets go, which it does within its timeout.
+        // holding the resources (a test in progress) sees `removed`, starts nothing new and
+        // lets go when its transfers in flight complete; the unregistration waits for that.
         drop(data);
     }
 }

@@ -68,11 +68,6 @@ impl Geometry {
         self.page_size
     }
 
-    /// Whether MRs may cover scatter lists with gaps.
-    pub(crate) const fn sg_gaps(&self) -> bool {
-        self.sg_gaps
-    }
-
     /// Pages (or runs, with gaps) one MR can map.
     pub(crate) const fn max_pages(&self) -> u32 {
         self.max_pages

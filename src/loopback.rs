@@ -13,10 +13,10 @@
 //! invalidation) builds on the same pieces.
 
 use kernel::{
-    new_condvar,
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
     sync::{
+        atomic::Relaxed,
         Arc,
         ArcBorrow,
         CondVar,
@@ -32,8 +32,7 @@ use kernel::{
 };
 
 use crate::{
-    budget,
-    command,
+    budget, command,
     device::{
         DevRes,
         Devices, //
@@ -141,10 +140,15 @@ struct LbCtx {
     role: Role,
 }
 
+/// What the client says when it connects, and the server answers: each side checks the
+/// other's, which exercises the private data path of rdma_cm.
+const HELLO: &[u8] = b"fastreg loopback";
+const WELCOME: &[u8] = b"fastreg welcome";
+
 impl LbCtx {
-    fn param(&self) -> ConnParam<'static> {
+    fn param(&self, private: &'static [u8]) -> ConnParam<'static> {
         ConnParam {
-            private: &[],
+            private,
             rd_atomic: self.shared.rd_atomic,
         }
     }
@@ -166,14 +170,28 @@ impl CmHandler for LbCtx {
                 };
                 let r = ep
                     .create_qp(&res.pd, caps)
-                    .and_then(|()| ep.connect(&ctx.param()));
+                    .and_then(|()| ep.connect(&ctx.param(HELLO)));
                 if let Err(e) = r {
                     sh.fail(2, e.to_errno());
                 }
             }
-            (Role::Client, CmEvent::Established(_)) => sh.update(|s| s.client_up = true),
+            (Role::Client, CmEvent::Established(private)) => {
+                // rdma_cm passes the whole private data slot: the answer is a prefix.
+                if private.starts_with(WELCOME) {
+                    sh.update(|s| s.client_up = true)
+                } else {
+                    pr_err!("loopback: unexpected private data from the server\n");
+                    sh.fail(9, EPROTO_().to_errno());
+                }
+            }
             (Role::Accepted, CmEvent::Established(_)) => sh.update(|s| s.server_up = true),
-            (_, CmEvent::Rejected(status, _)) => sh.fail(8, status),
+            (_, CmEvent::Rejected(status)) => sh.fail(8, status),
+            (_, CmEvent::Other(event)) => {
+                pr_info!(
+                    "loopback: {}\n",
+                    verbs::event_name(event).to_str().unwrap_or("?")
+                );
+            }
             (_, CmEvent::Failed(event, status)) => sh.fail(event, status),
             (_, CmEvent::Disconnected | CmEvent::DeviceRemoval) => sh.update(|s| s.down = true),
             _ => {}
@@ -182,9 +200,13 @@ impl CmHandler for LbCtx {
 
     fn connect_request(ep: ArcBorrow<'_, Endpoint<Self>>, req: ConnRequest<'_, Self>) -> Result {
         let sh = ep.ctx().shared.clone();
+        if !req.private().starts_with(HELLO) {
+            pr_err!("loopback: connection request without the loopback greeting\n");
+            return Err(EPROTO_());
+        }
         let res = sh.res.as_ref().ok_or(ENODEV)?.clone();
         let caps = sh.caps.copy().ok_or(ENODEV)?;
-        let param = ep.ctx().param();
+        let param = ep.ctx().param(WELCOME);
         let child = req
             .accept(
                 LbCtx {
@@ -238,7 +260,10 @@ impl Link {
             .device()
             .and_then(|d| devices.find(d))
             .ok_or_else(|| {
-                pr_err!("loopback: {} is not the address of an RDMA device fastreg uses\n", addr);
+                pr_err!(
+                    "loopback: {} is not the address of an RDMA device fastreg uses\n",
+                    addr
+                );
                 ENODEV
             })?;
         let caps = caps(&res)?;
@@ -322,6 +347,11 @@ impl Link {
     }
 }
 
+#[allow(non_snake_case)]
+fn EPROTO_() -> Error {
+    Error::from_errno(-(kernel::bindings::EPROTO as i32))
+}
+
 fn econnrefused() -> Error {
     Error::from_errno(-(kernel::bindings::ECONNREFUSED as i32))
 }
@@ -339,6 +369,7 @@ struct Finished {
     index: usize,
     ok: bool,
     status: u32,
+    status_msg: &'static CStr,
     vendor_err: u32,
     chain: SendChain,
 }
@@ -360,6 +391,7 @@ impl Handler for SlotDone {
             index: me.index,
             ok: wc.ok(),
             status: wc.status(),
+            status_msg: wc.status_msg(),
             vendor_err: wc.vendor_err(),
             chain,
         };
@@ -430,27 +462,43 @@ fn pattern(seed: u32, off: usize) -> u8 {
 impl Slot {
     fn wrs(&self) -> u32 {
         let n = (self.src.spans.len() + self.sink.spans.len() + self.check.spans.len()) as u32;
-        let writes = frag::pieces(&self.src.lens, &self.sink.lens).count() as u32;
-        let reads = frag::pieces(&self.check.lens, &self.sink.lens).count() as u32;
+        let writes = frag::rdma_wr_count(
+            self.sink.lens.iter().copied(),
+            self.src.lens.iter().copied(),
+            1,
+        );
+        let reads = frag::rdma_wr_count(
+            self.sink.lens.iter().copied(),
+            self.check.lens.iter().copied(),
+            1,
+        );
         // REG and LOCAL_INV of every MR, the WRITEs and the READs.
-        2 * n + writes + reads
+        budget::Wrs {
+            reg: n,
+            rdma: writes.unwrap_or(0) + reads.unwrap_or(0),
+            inv: n,
+            send: 0,
+        }
+        .total()
     }
 
     /// Registers the three buffers, builds the chain and posts it.
-    fn start(&mut self, res: &DevRes, link: &Link, seed: u32, timeout_ms: u32) -> Result {
+    /// `wait_ms` bounds the wait for MRs; `None` does not wait (`EAGAIN`).
+    fn start(&mut self, res: &DevRes, link: &Link, seed: u32, wait_ms: Option<u32>) -> Result {
         self.seed = seed;
         self.src.buffer().fill(|o| pattern(seed, o))?;
         self.sink.buffer().fill(|o| !pattern(seed, o))?;
         self.check.buffer().fill(|o| pattern(seed, o) ^ 0x5a)?;
         let n = (self.src.spans.len() + self.sink.spans.len() + self.check.spans.len()) as u32;
         let mut free: KVec<FrMr<Free>> = KVec::new();
-        res.pool.get(n, &mut free, timeout_ms)?;
+        res.pool.get(n, &mut free, wait_ms)?;
         let mut chain = self.chain.take().unwrap_or_else(SendChain::empty);
         chain.clear();
-        // Map and register, in the order source, sink, check.
-        let mut regs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        // Map everything first, in the order source, sink, check: if a mapping fails,
+        // nothing was registered and every MR goes back to the pool as it was.
+        let mut mapped = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         let mut err = None;
-        for (side, access) in [
+        'map: for (side, access) in [
             (&self.src, Access::LOCAL_READ),
             (
                 &self.sink,
@@ -463,24 +511,16 @@ impl Slot {
             for s in side.spans.iter() {
                 let Some(mr) = free.pop() else {
                     err = Some(EINVAL);
-                    break;
+                    break 'map;
                 };
                 match mr.map(&side.sgl_span(s)) {
-                    Ok(mapped) => {
-                        let (reg, key) = res.pool.register(mapped);
-                        if let Err(e) = chain.reg(&reg, key, access) {
-                            err = Some(e);
-                        }
-                        regs.push(reg, GFP_KERNEL)?;
-                    }
+                    Ok(m) => mapped.push((m, access), GFP_KERNEL)?,
                     Err((mr, e)) => {
                         pr_err!("loopback: ib_map_mr_sg failed: {:?}\n", e);
                         res.pool.put_free(mr);
                         err = Some(e);
+                        break 'map;
                     }
-                }
-                if err.is_some() {
-                    break;
                 }
             }
         }
@@ -488,17 +528,23 @@ impl Slot {
             res.pool.put_free(mr);
         }
         if let Some(e) = err {
-            // Nothing was posted: the keys were never valid; give the MRs up.
-            for r in regs.drain_all() {
-                res.pool.destroy(r.into_handle());
+            for (m, _) in mapped.drain_all() {
+                res.pool.put_free(m.unmap());
             }
             self.chain = Some(chain);
             return Err(e);
         }
+        // Register: fresh keys, REG_MR first in the chain.
+        let mut regs = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let mut r = Ok(());
+        for (m, access) in mapped.drain_all() {
+            let (reg, key) = res.pool.register(m);
+            r = r.and_then(|()| chain.reg(&reg, key, access));
+            regs.push(reg, GFP_KERNEL)?;
+        }
         let (ns, nk) = (self.src.spans.len(), self.sink.spans.len());
         let (src, rest) = regs.split_at(ns);
         let (sink, check) = rest.split_at(nk);
-        let mut r = Ok(());
         for p in frag::pieces(&self.src.lens, &self.sink.lens) {
             let dst = &sink[p.b];
             r = r.and_then(|()| {
@@ -557,8 +603,9 @@ impl Slot {
         self.chain = Some(f.chain);
         if !f.ok {
             pr_err!(
-                "loopback: transfer failed on {}: status {} vendor error {:#x}\n",
+                "loopback: transfer failed on {}: {} (status {}, vendor error {:#x})\n",
                 res.name(),
+                f.status_msg.to_str().unwrap_or("?"),
                 f.status,
                 f.vendor_err
             );
@@ -605,7 +652,13 @@ pub(crate) fn run(devices: &Devices, params: &Params, cmd: &command::Loopback) -
         // A page-list buffer: the same plan on all three sides, so one WRITE and one READ
         // per registration, and a REG and a LOCAL_INV per MR.
         let n = res.geo.mrs_for_pages(cmd.offset, cmd.len);
-        let per_transfer = 3 * n * 2 + 2 * n;
+        let per_transfer = budget::Wrs {
+            reg: 3 * n,
+            rdma: 2 * n,
+            inv: 3 * n,
+            send: 0,
+        }
+        .total();
         Ok(QpCaps {
             send_wr: budget::sq_depth(slots_n as u32, per_transfer).ok_or(EINVAL)?,
             recv_wr: 2,
@@ -674,20 +727,41 @@ fn transfer_all(
     let mut started = 0u32;
     let mut in_flight = 0usize;
     let mut first_err: Option<Error> = None;
-    for slot in slots.iter_mut() {
-        match slot.start(res, link, started, timeout_ms) {
-            Ok(()) => {
-                started += 1;
-                in_flight += 1;
-            }
-            Err(e) => {
-                first_err.get_or_insert(e);
-                break;
-            }
-        }
+    // Slots ready to start. Only this thread gives MRs back to the pool (when it handles a
+    // completion), so it never waits for MRs while transfers are in flight: a slot that
+    // cannot get its MRs now waits here for a completion instead.
+    let mut idle: KVec<usize> = KVec::with_capacity(slots_n, GFP_KERNEL)?;
+    for i in (0..slots_n).rev() {
+        idle.push(i, GFP_KERNEL)?;
     }
     let mut closed = false;
-    while in_flight > 0 {
+    loop {
+        if first_err.is_none() && res.removed.load(Relaxed) {
+            pr_err!("loopback: {} is being removed; stopping\n", res.name());
+            first_err = Some(ENODEV);
+        }
+        while first_err.is_none() && started < cmd.count {
+            let Some(&i) = idle.last() else { break };
+            let wait = if in_flight == 0 {
+                Some(timeout_ms)
+            } else {
+                None
+            };
+            match slots[i].start(res, link, started, wait) {
+                Ok(()) => {
+                    idle.pop();
+                    started += 1;
+                    in_flight += 1;
+                }
+                Err(e) if e == EAGAIN => break,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if in_flight == 0 {
+            break;
+        }
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut done = board.done.lock();
         while done.is_empty() && left > 0 {
@@ -712,8 +786,8 @@ fn transfer_all(
             break;
         };
         in_flight -= 1;
-        let slot = &mut slots[f.index];
-        match slot.finish(res, f, len) {
+        let index = f.index;
+        match slots[index].finish(res, f, len) {
             Ok(()) => {
                 out.transfers += 1;
                 out.bytes += len as u64;
@@ -722,17 +796,7 @@ fn transfer_all(
                 first_err.get_or_insert(e);
             }
         }
-        if first_err.is_none() && started < cmd.count {
-            match slot.start(res, link, started, timeout_ms) {
-                Ok(()) => {
-                    started += 1;
-                    in_flight += 1;
-                }
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
+        idle.push(index, GFP_KERNEL)?;
     }
     out.elapsed_ms = started_at.elapsed().as_millis() as u64;
     match first_err {

@@ -11,8 +11,7 @@
 //! MRs cannot deadlock each other; it waits (bounded) when the pool is exhausted.
 
 use kernel::{
-    new_condvar,
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
     sync::{
         atomic::{
@@ -189,8 +188,9 @@ impl Pool {
     }
 
     /// Takes `n` free MRs into `out`, all or none: from the free list, allocating up to
-    /// `pool_max`, or waiting up to `wait_ms` for MRs to come back.
-    pub(crate) fn get(&self, n: u32, out: &mut KVec<FrMr<Free>>, wait_ms: Msecs) -> Result {
+    /// `pool_max`, or waiting up to `wait_ms` for MRs to come back (`None`: not waiting,
+    /// `EAGAIN` if none can be had now).
+    pub(crate) fn get(&self, n: u32, out: &mut KVec<FrMr<Free>>, wait_ms: Option<Msecs>) -> Result {
         if n > self.cfg.max {
             pr_err!(
                 "a transfer needs {} MRs, more than pool_max={}\n",
@@ -200,7 +200,7 @@ impl Pool {
             return Err(EMSGSIZE);
         }
         out.reserve(n as usize, GFP_KERNEL)?;
-        let mut left = msecs_to_jiffies(wait_ms);
+        let mut left = msecs_to_jiffies(wait_ms.unwrap_or(0));
         let mut waited = false;
         let mut inner = self.inner.lock();
         loop {
@@ -236,6 +236,9 @@ impl Pool {
             if !waited {
                 waited = true;
                 inc(&self.counters.waits, 1);
+            }
+            if wait_ms.is_none() {
+                return Err(EAGAIN);
             }
             if left == 0 {
                 inc(&self.counters.timeouts, 1);
@@ -278,6 +281,8 @@ impl Pool {
     }
 
     /// Counts a remote invalidation seen in a receive completion.
+    // Used once the transport receives SEND_WITH_INV.
+    #[allow(dead_code)]
     pub(crate) fn remotely_invalidated(
         &self,
         mr: FrMr<Registered>,
@@ -294,7 +299,11 @@ impl Pool {
     pub(crate) fn put(&self, mr: FrMr<Invalidated>) {
         let mut inner = self.inner.lock();
         // Capacity for every live MR was reserved when it was allocated.
-        if inner.free.push((mr.recycle(), Instant::now()), GFP_NOWAIT).is_err() {
+        if inner
+            .free
+            .push((mr.recycle(), Instant::now()), GFP_NOWAIT)
+            .is_err()
+        {
             inner.live -= 1;
         }
         self.shrink(&mut inner);

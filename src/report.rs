@@ -71,11 +71,7 @@ impl Control {
         let [a, b, c, d] = cmd.ip;
         let text = match &r {
             Ok(o) => {
-                let mib_s = if o.elapsed_ms > 0 {
-                    o.bytes * 1000 / o.elapsed_ms / (1 << 20)
-                } else {
-                    0
-                };
+                let mib_s = (o.bytes * 1000).checked_div(o.elapsed_ms).unwrap_or(0) >> 20;
                 pr_info!(
                     "loopback {a}.{b}.{c}.{d}: {} transfers of {} bytes at offset {}, {} in flight: ok, {} MRs per buffer, {} WRs per transfer, SQ depth {}, {} ms, {} MiB/s\n",
                     o.transfers, cmd.len, cmd.offset, cmd.concurrency, o.mrs_per_buffer,
@@ -124,12 +120,19 @@ impl Report {
         let d = KBox::pin_init(
             dir.read_callback_file(c"devices", devices.clone(), &|d: &Arc<Devices>, f| {
                 d.for_each(|dev| {
+                    let b = &dev.figures;
                     writeln!(
                         f,
-                        "{}: pd_local_dma_lkey={:#x} {}",
+                        "{}: pd_local_dma_lkey={:#x} {} mr_pages={} transfer_mrs={} \
+                         transfer_wrs={} sq_depth={} o2iblnd_sq_depth={}",
                         dev.name(),
                         dev.pd.local_dma_lkey(),
-                        dev.attrs
+                        dev.attrs,
+                        dev.geo.max_pages(),
+                        b.mrs,
+                        b.wrs,
+                        b.sq_depth,
+                        b.o2iblnd_sq_depth
                     )
                 })
             }),

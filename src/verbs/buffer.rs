@@ -3,8 +3,7 @@
 //! Page-backed buffers and their DMA mappings for an RDMA device.
 
 use kernel::{
-    bindings,
-    new_mutex,
+    bindings, new_mutex,
     page::{
         Page,
         PAGE_SIZE, //
@@ -57,11 +56,6 @@ impl Buffer {
             }),
             GFP_KERNEL,
         )
-    }
-
-    /// Length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.len
     }
 
     /// Number of page pieces: the pages the bytes touch.

@@ -84,8 +84,8 @@ pub(crate) enum CmEvent<'a> {
     RouteResolved,
     /// The connection is up; the peer's private data.
     Established(&'a [u8]),
-    /// The peer rejected the connection, with its reason and private data.
-    Rejected(i32, &'a [u8]),
+    /// The peer rejected the connection, with this status.
+    Rejected(i32),
     /// The connection is gone.
     Disconnected,
     /// The device is going away.
@@ -197,11 +197,6 @@ impl<T: CmHandler> Endpoint<T> {
     /// The context.
     pub(crate) fn ctx(&self) -> &T {
         &self.ctx
-    }
-
-    /// The send queue accounting.
-    pub(crate) fn sq(&self) -> &SendQueue {
-        &self.sq
     }
 
     /// The device the id is bound to, once its address is resolved or it was bound.
@@ -348,7 +343,10 @@ impl<T: CmHandler> Endpoint<T> {
             Err((PostError::Device(ret), Some(chain)))
         } else {
             // Part of the chain is on the send queue: keep it until the QP is drained.
-            pr_err!("ib_post_send accepted part of a chain ({}); failing the connection\n", ret);
+            pr_err!(
+                "ib_post_send accepted part of a chain ({}); failing the connection\n",
+                ret
+            );
             self.sq.close();
             self.orphan(chain);
             Err((PostError::Device(ret), None))
@@ -383,7 +381,10 @@ impl<T: CmHandler> Endpoint<T> {
     /// Called by rdma_cm with an id whose context is a live `Endpoint<T>` (all ids of this
     /// type are created with this handler and such a context), or a connection request on
     /// a listening one.
-    unsafe extern "C" fn cm_handler(id: *mut ib::rdma_cm_id, event: *mut ib::rdma_cm_event) -> c_int {
+    unsafe extern "C" fn cm_handler(
+        id: *mut ib::rdma_cm_id,
+        event: *mut ib::rdma_cm_event,
+    ) -> c_int {
         // SAFETY: rdma_cm passes valid pointers for the duration of the call.
         let (ev, ctx) = unsafe { (&*event, (*id).context) };
         // SAFETY: The context of every id with this handler is an `Endpoint<T>` in an `Arc`
@@ -396,7 +397,10 @@ impl<T: CmHandler> Endpoint<T> {
         } else {
             // SAFETY: rdma_cm provides `private_data_len` readable bytes at `private_data`.
             unsafe {
-                core::slice::from_raw_parts(conn.private_data.cast::<u8>(), conn.private_data_len.into())
+                core::slice::from_raw_parts(
+                    conn.private_data.cast::<u8>(),
+                    conn.private_data_len.into(),
+                )
             }
         };
         let e = match ev.event {
@@ -415,13 +419,15 @@ impl<T: CmHandler> Endpoint<T> {
             ib::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_RESOLVED => CmEvent::AddrResolved,
             ib::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_RESOLVED => CmEvent::RouteResolved,
             ib::rdma_cm_event_type_RDMA_CM_EVENT_ESTABLISHED => CmEvent::Established(private),
-            ib::rdma_cm_event_type_RDMA_CM_EVENT_REJECTED => CmEvent::Rejected(ev.status, private),
+            ib::rdma_cm_event_type_RDMA_CM_EVENT_REJECTED => CmEvent::Rejected(ev.status),
             ib::rdma_cm_event_type_RDMA_CM_EVENT_DISCONNECTED => CmEvent::Disconnected,
             ib::rdma_cm_event_type_RDMA_CM_EVENT_DEVICE_REMOVAL => CmEvent::DeviceRemoval,
             ib::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_ERROR
             | ib::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_ERROR
             | ib::rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_ERROR
-            | ib::rdma_cm_event_type_RDMA_CM_EVENT_UNREACHABLE => CmEvent::Failed(ev.event, ev.status),
+            | ib::rdma_cm_event_type_RDMA_CM_EVENT_UNREACHABLE => {
+                CmEvent::Failed(ev.event, ev.status)
+            }
             other => CmEvent::Other(other),
         };
         T::event(ep, e);
@@ -503,7 +509,9 @@ impl<T: CmHandler> ConnRequest<'_, T> {
             GFP_KERNEL,
         )?;
         // SAFETY: `id` is the new id of the request, owned by this handler invocation.
-        unsafe { (*id.as_ptr()).context = core::ptr::from_ref::<Endpoint<T>>(&ep).cast_mut().cast() };
+        unsafe {
+            (*id.as_ptr()).context = core::ptr::from_ref::<Endpoint<T>>(&ep).cast_mut().cast()
+        };
         ep.create_qp(pd, caps)?;
         let mut p = raw_param(param)?;
         // SAFETY: The id is valid and its handler lock is held (we are in its handler).

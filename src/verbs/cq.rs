@@ -36,7 +36,6 @@ use super::{
 /// `ptr` is a CQ allocated by `ib_alloc_cq()` on `device`, freed in `Drop`.
 pub(crate) struct Cq {
     ptr: NonNull<ib::ib_cq>,
-    entries: u32,
     _device: DeviceRef,
 }
 
@@ -62,7 +61,6 @@ impl Cq {
         // INVARIANT: Just allocated.
         Ok(Self {
             ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
-            entries,
             _device: device.into(),
         })
     }
@@ -70,11 +68,6 @@ impl Cq {
     /// The raw CQ pointer.
     pub(super) fn as_raw(&self) -> *mut ib::ib_cq {
         self.ptr.as_ptr()
-    }
-
-    /// Entries of the queue.
-    pub(crate) fn entries(&self) -> u32 {
-        self.entries
     }
 }
 
@@ -101,7 +94,7 @@ impl Wc<'_> {
     }
 
     /// The status as text (`ib_wc_status_msg`).
-    pub(crate) fn status_msg(&self) -> &CStr {
+    pub(crate) fn status_msg(&self) -> &'static CStr {
         // SAFETY: `ib_wc_status_msg` returns a static string for any value.
         unsafe { CStr::from_char_ptr(ib::ib_wc_status_msg(self.0.status)) }
     }
@@ -109,21 +102,6 @@ impl Wc<'_> {
     /// The provider's error detail.
     pub(crate) fn vendor_err(&self) -> u32 {
         self.0.vendor_err
-    }
-
-    /// Bytes received (receive completions).
-    pub(crate) fn byte_len(&self) -> u32 {
-        self.0.byte_len
-    }
-
-    /// The rkey the peer invalidated with this message (`IB_WC_WITH_INVALIDATE`), if any.
-    pub(crate) fn invalidated_rkey(&self) -> Option<u32> {
-        if self.0.wc_flags & ib::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0 {
-            // SAFETY: The union holds `invalidate_rkey` when the flag is set.
-            Some(unsafe { *self.0.ex.invalidate_rkey.as_ref() })
-        } else {
-            None
-        }
     }
 }
 
@@ -209,6 +187,10 @@ impl<T: Handler> Completion<T> {
         chain.unwrap_or_else(SendChain::empty)
     }
 
+    /// # Safety
+    ///
+    /// Called by ib_core only, with a completion of a work request posted by
+    /// `Endpoint::post` with the `ib_cqe` of a `Completion<T>`.
     unsafe extern "C" fn done_callback(_cq: *mut ib::ib_cq, wc: *mut ib::ib_wc) {
         // SAFETY: ib_core passes a valid work completion for the duration of the call.
         let wc = unsafe { &*wc };

@@ -18,17 +18,13 @@ mod pd;
 mod qp;
 mod wr;
 
-pub(crate) use client::{
-    Client,
-    Registration, //
-};
-pub(crate) use device::{
-    Device,
-    DeviceRef, //
-};
 pub(crate) use buffer::{
     Buffer,
     DmaSgl, //
+};
+pub(crate) use client::{
+    Client,
+    Registration, //
 };
 pub(crate) use cm::{
     event_name,
@@ -46,15 +42,16 @@ pub(crate) use cq::{
     Handler,
     Wc, //
 };
+pub(crate) use device::{
+    Device,
+    DeviceRef, //
+};
 pub(crate) use mr::{
     Mr,
     SglSpan, //
 };
 pub(crate) use pd::Pd;
-pub(crate) use qp::{
-    PostError,
-    SendQueue, //
-};
+pub(crate) use qp::SendQueue;
 pub(crate) use wr::{
     Access,
     FrMr,

@@ -53,11 +53,6 @@ impl RawMr {
     pub(super) fn as_raw(&self) -> *mut ib::ib_mr {
         self.ptr.as_ptr()
     }
-
-    /// The PD the MR belongs to.
-    pub(crate) fn pd(&self) -> &Arc<Pd> {
-        &self.pd
-    }
 }
 
 #[pinned_drop]
@@ -126,11 +121,6 @@ impl Mr {
         &self.raw
     }
 
-    /// Pages it can map.
-    pub(crate) fn max_pages(&self) -> u32 {
-        self.raw.max_pages
-    }
-
     /// I/O virtual address of the first mapped byte (set by `map`).
     pub(crate) fn iova(&self) -> u64 {
         // SAFETY: Valid by the invariant of `RawMr`; only `map` writes it, through `&mut self`.
@@ -190,7 +180,10 @@ impl mr_state::Handle for Mr {
         // SAFETY: The MR is valid; a free MR's key is not in use by any work request.
         unsafe {
             let rkey = (*self.raw.as_raw()).rkey;
-            ib::fastreg_ib_update_fast_reg_key(self.raw.as_raw(), ib::fastreg_ib_inc_rkey(rkey) as u8);
+            ib::fastreg_ib_update_fast_reg_key(
+                self.raw.as_raw(),
+                ib::fastreg_ib_inc_rkey(rkey) as u8,
+            );
             (*self.raw.as_raw()).rkey
         }
     }

@@ -135,7 +135,12 @@ impl SendQueue {
     pub(super) fn release(&self, n: u32) {
         let mut st = self.state.lock();
         if !st.budget.release(n) {
-            pr_warn!("send queue: released {} WRs with only {} in flight\n", n, st.budget.used());
+            pr_warn!(
+                "send queue: released {} WRs with {} of {} in flight\n",
+                n,
+                st.budget.used(),
+                st.budget.capacity()
+            );
         }
         drop(st);
         self.room.notify_all();
@@ -146,17 +151,6 @@ impl SendQueue {
         let was_open = !core::mem::replace(&mut self.state.lock().closed, true);
         self.room.notify_all();
         was_open
-    }
-
-    /// Whether posts are refused.
-    pub(crate) fn is_closed(&self) -> bool {
-        self.state.lock().closed
-    }
-
-    /// (work requests in flight, capacity, work requests posted so far, failures seen).
-    pub(crate) fn stats(&self) -> (u32, u32, u64, u64) {
-        let st = self.state.lock();
-        (st.budget.used(), st.budget.capacity(), st.posted_wrs, st.failures)
     }
 
     /// # Safety

@@ -127,11 +127,6 @@ impl SendChain {
         self.wrs.len()
     }
 
-    /// Whether the chain is empty.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.wrs.is_empty()
-    }
-
     fn push(&mut self, wr: AnyWr, sges: SgeRange) -> Result {
         self.wrs.push(wr, GFP_KERNEL)?;
         self.ranges.push(sges, GFP_KERNEL)?;
@@ -144,7 +139,7 @@ impl SendChain {
             ..Default::default()
         };
         if core::mem::take(&mut self.fence_next) {
-            wr.send_flags |= ib::ib_send_flags_IB_SEND_FENCE as i32;
+            wr.send_flags |= ib::ib_send_flags_IB_SEND_FENCE;
         }
         wr
     }
@@ -230,7 +225,11 @@ impl SendChain {
     /// sees failures), the last signaled with `cqe`. Returns the first, or null if empty.
     ///
     /// The pointers stay valid until the chain is modified or dropped.
-    pub(super) fn link(&mut self, cqe: *mut ib::ib_cqe, err_cqe: *mut ib::ib_cqe) -> *mut ib::ib_send_wr {
+    pub(super) fn link(
+        &mut self,
+        cqe: *mut ib::ib_cqe,
+        err_cqe: *mut ib::ib_cqe,
+    ) -> *mut ib::ib_send_wr {
         let n = self.wrs.len();
         let sges = self.sges.as_mut_ptr();
         let wrs = self.wrs.as_mut_ptr();
@@ -252,9 +251,9 @@ impl SendChain {
             // SAFETY: Kernel ULPs use the `wr_cqe` member of the union.
             unsafe { *wr.__bindgen_anon_1.wr_cqe.as_mut() = if last { cqe } else { err_cqe } };
             if last {
-                wr.send_flags |= ib::ib_send_flags_IB_SEND_SIGNALED as i32;
+                wr.send_flags |= ib::ib_send_flags_IB_SEND_SIGNALED;
             } else {
-                wr.send_flags &= !(ib::ib_send_flags_IB_SEND_SIGNALED as i32);
+                wr.send_flags &= !(ib::ib_send_flags_IB_SEND_SIGNALED);
             }
         }
         if n == 0 {

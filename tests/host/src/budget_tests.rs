@@ -2,7 +2,9 @@
 
 //! Tests of `src/budget.rs`.
 
-use crate::budget::{per_transfer, sink, source, sq_depth, Refused, SqBudget, Wrs};
+use crate::budget::{
+    figures, per_transfer, sink, source, sq_depth, Figures, Refused, SqBudget, Wrs,
+};
 use crate::frag::Geometry;
 use proptest::prelude::*;
 
@@ -17,7 +19,15 @@ fn one_mib_on_rxe_needs_four_wrs_at_the_source() {
     let mrs = geo.max_mrs_for(1 << 20);
     assert_eq!(mrs, 1);
     let src = source(mrs, 1);
-    assert_eq!(src, Wrs { reg: 1, rdma: 1, inv: 1, send: 1 });
+    assert_eq!(
+        src,
+        Wrs {
+            reg: 1,
+            rdma: 1,
+            inv: 1,
+            send: 1
+        }
+    );
     assert_eq!(src.total(), 4);
     assert_eq!(sink(1, true).total(), 2);
     assert_eq!(sink(1, false).total(), 3);
@@ -30,6 +40,27 @@ fn sq_depth_at_queue_depth_8_is_under_40_against_o2iblnd_2080() {
     assert_eq!(d, 8 * 4 + 2 + 1);
     assert!(d <= 40);
     assert_eq!(o2iblnd_sq(257, 8), 2080);
+}
+
+#[test]
+fn figures_for_rxe_at_the_defaults_and_for_64k_pages() {
+    let rxe = Geometry::new(4096, 257, false).unwrap();
+    assert_eq!(
+        figures(&rxe, 1 << 20, 8),
+        Some(Figures {
+            mrs: 1,
+            wrs: 4,
+            sq_depth: 35,
+            o2iblnd_sq_depth: 2080
+        })
+    );
+    // A 64 KiB-page node: the same bytes, the same figures, and o2iblnd's count shrinks
+    // because its fragments are pages.
+    let arm = Geometry::new(65536, 17, false).unwrap();
+    let f = figures(&arm, 1 << 20, 8).unwrap();
+    assert_eq!((f.mrs, f.wrs, f.sq_depth), (1, 4, 35));
+    assert_eq!(f.o2iblnd_sq_depth, (1 + 17 + 2) * 8);
+    assert_eq!(figures(&rxe, u64::MAX / 2, u32::MAX), None);
 }
 
 #[test]

@@ -11,7 +11,16 @@ fn sizes() {
     assert_eq!(parse_size("4k"), Some(4096));
     assert_eq!(parse_size("1M"), Some(1 << 20));
     assert_eq!(parse_size("2g"), Some(2 << 30));
-    for bad in ["", "k", "-1", "1.5M", "1 M", "0x10", "1Mb", "99999999999999999999"] {
+    for bad in [
+        "",
+        "k",
+        "-1",
+        "1.5M",
+        "1 M",
+        "0x10",
+        "1Mb",
+        "99999999999999999999",
+    ] {
         assert_eq!(parse_size(bad), None, "{bad}");
     }
     assert_eq!(parse_size("18446744073709551615k"), None);
@@ -20,7 +29,14 @@ fn sizes() {
 #[test]
 fn addresses() {
     assert_eq!(parse_ipv4("10.0.2.15"), Some([10, 0, 2, 15]));
-    for bad in ["10.0.2", "10.0.2.15.1", "256.0.0.1", "a.b.c.d", "10..2.15", ""] {
+    for bad in [
+        "10.0.2",
+        "10.0.2.15.1",
+        "256.0.0.1",
+        "a.b.c.d",
+        "10..2.15",
+        "",
+    ] {
         assert_eq!(parse_ipv4(bad), None, "{bad}");
     }
 }
@@ -28,9 +44,21 @@ fn addresses() {
 #[test]
 fn loopback_commands() {
     let c = Loopback::parse("10.0.2.15 1 1M\n").unwrap();
-    assert_eq!(c, Loopback { ip: [10, 0, 2, 15], offset: 1, len: 1 << 20, count: 1, concurrency: 1 });
+    assert_eq!(
+        c,
+        Loopback {
+            ip: [10, 0, 2, 15],
+            offset: 1,
+            len: 1 << 20,
+            count: 1,
+            concurrency: 1
+        }
+    );
     let c = Loopback::parse("10.0.2.15 4097 65536 100 16").unwrap();
-    assert_eq!((c.offset, c.len, c.count, c.concurrency), (4097, 65536, 100, 16));
+    assert_eq!(
+        (c.offset, c.len, c.count, c.concurrency),
+        (4097, 65536, 100, 16)
+    );
     for (bad, why) in [
         ("", "missing address"),
         ("10.0.2.15", "missing offset"),

@@ -28,18 +28,33 @@ fn rxe_is_usable_with_4k_and_64k_pages() {
 
 #[test]
 fn each_missing_capability_is_named() {
-    let a = DeviceAttrs { mem_mgt_extensions: false, ..rxe() };
+    let a = DeviceAttrs {
+        mem_mgt_extensions: false,
+        ..rxe()
+    };
     assert_eq!(a.check_frwr(4096), Err(Unsupported::NoMemMgtExtensions));
     assert_eq!(
         a.check_frwr(4096).unwrap_err().to_string(),
         "no fast registration (IB_DEVICE_MEM_MGT_EXTENSIONS missing)"
     );
-    let a = DeviceAttrs { max_fast_reg_page_list_len: 0, ..rxe() };
+    let a = DeviceAttrs {
+        max_fast_reg_page_list_len: 0,
+        ..rxe()
+    };
     assert_eq!(a.check_frwr(4096), Err(Unsupported::NoPageList));
     // siw advertises exactly PAGE_SIZE: a 64K-page host with a 4K-only device fails.
-    let a = DeviceAttrs { page_size_cap: 4096, ..rxe() };
-    assert_eq!(a.check_frwr(65536), Err(Unsupported::PageSize { page_size: 65536 }));
-    let a = DeviceAttrs { max_qp_wr: 15, ..rxe() };
+    let a = DeviceAttrs {
+        page_size_cap: 4096,
+        ..rxe()
+    };
+    assert_eq!(
+        a.check_frwr(65536),
+        Err(Unsupported::PageSize { page_size: 65536 })
+    );
+    let a = DeviceAttrs {
+        max_qp_wr: 15,
+        ..rxe()
+    };
     assert_eq!(a.check_frwr(4096), Err(Unsupported::QueueTooSmall));
 }
 

@@ -26,7 +26,11 @@ struct HwMr {
 
 impl HwMr {
     fn new() -> Rc<RefCell<Self>> {
-        Rc::new(RefCell::new(HwMr { key: 0x1234_5600, hw: Hw::Free, mapped: false }))
+        Rc::new(RefCell::new(HwMr {
+            key: 0x1234_5600,
+            hw: Hw::Free,
+            mapped: false,
+        }))
     }
     /// Executes a REG_MR work request.
     fn exec_reg(&mut self, key: u32) {
@@ -100,9 +104,15 @@ fn remote_invalidation_must_name_the_current_key() {
     let mapped = Mr::new(Model(hw.clone())).map(&[1u8][..]).ok().unwrap();
     let (reg, key) = mapped.register();
     hw.borrow_mut().exec_reg(key);
-    let reg = reg.remotely_invalidated(key.wrapping_sub(1)).err().expect("stale key accepted");
+    let reg = reg
+        .remotely_invalidated(key.wrapping_sub(1))
+        .err()
+        .expect("stale key accepted");
     hw.borrow_mut().exec_inv(key);
-    let done = reg.remotely_invalidated(key).ok().expect("current key refused");
+    let done = reg
+        .remotely_invalidated(key)
+        .ok()
+        .expect("current key refused");
     assert!(done.recycle().map(&[1u8][..]).is_ok());
 }
 
@@ -134,12 +144,23 @@ fn compiles(body: &str) -> (bool, String) {
     .unwrap();
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     let out = Command::new(rustc)
-        .args(["--edition", "2021", "--crate-type", "lib", "--emit", "metadata", "-o"])
+        .args([
+            "--edition",
+            "2021",
+            "--crate-type",
+            "lib",
+            "--emit",
+            "metadata",
+            "-o",
+        ])
         .arg(dir.join("out.rmeta"))
         .arg(&src)
         .output()
         .unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -170,6 +191,9 @@ fn misuse_does_not_compile() {
     for (body, expect) in cases {
         let (ok, err) = compiles(body);
         assert!(!ok, "misuse compiled: {body}");
-        assert!(err.contains(expect), "{body}: expected `{expect}` in:\n{err}");
+        assert!(
+            err.contains(expect),
+            "{body}: expected `{expect}` in:\n{err}"
+        );
     }
 }
