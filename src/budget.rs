@@ -29,7 +29,10 @@ pub(crate) struct Wrs {
 impl Wrs {
     /// All of them.
     pub(crate) const fn total(&self) -> u32 {
-        self.reg + self.rdma + self.inv + self.send
+        self.reg
+            .saturating_add(self.rdma)
+            .saturating_add(self.inv)
+            .saturating_add(self.send)
     }
 
     /// The larger of two counts, kind by kind.
@@ -79,7 +82,7 @@ pub(crate) const fn sink(mrs: u32, remote_inv: bool) -> Wrs {
 /// most `mrs` registrations on each side: as source, the RDMA work requests are at most one
 /// per piece (`2 * mrs - 1` pieces when both sides cut the buffer differently).
 pub(crate) const fn per_transfer(mrs: u32) -> Wrs {
-    let pieces = if mrs == 0 { 0 } else { 2 * mrs - 1 };
+    let pieces = mrs.saturating_mul(2).saturating_sub(1);
     source(mrs, pieces).max(sink(mrs, false))
 }
 
