@@ -65,7 +65,18 @@ fn entries(segs: &[Seg], span: &Span) -> Vec<Seg> {
 /// Checks every property a plan must have; returns the spans.
 fn check_plan(segs: &[Seg], geo: Geometry) -> Vec<Span> {
     // Geometry does not say: probe with two separate runs in one MR.
-    let gaps = plan(&[Seg { addr: 1, len: 1 }, Seg { addr: 1 << 40, len: 1 }], geo).count() == 1;
+    let gaps = plan(
+        &[
+            Seg { addr: 1, len: 1 },
+            Seg {
+                addr: 1 << 40,
+                len: 1,
+            },
+        ],
+        geo,
+    )
+    .count()
+        == 1;
     let spans: Vec<Span> = plan(segs, geo).collect();
     let total: u64 = segs.iter().map(|s| u64::from(s.len)).sum();
     // The spans cover the buffer exactly once, in order.
@@ -83,7 +94,11 @@ fn check_plan(segs: &[Seg], geo: Geometry) -> Vec<Span> {
         if !gaps {
             // The kernel maps the whole span, and needs exactly the pages counted.
             let (n, len, pages) = sg_to_pages(&sgl, geo.page_size(), geo.max_pages());
-            assert_eq!(n, sgl.len(), "ib_sg_to_pages stops early on {sp:?}: {sgl:x?}");
+            assert_eq!(
+                n,
+                sgl.len(),
+                "ib_sg_to_pages stops early on {sp:?}: {sgl:x?}"
+            );
             assert_eq!(len, sp.len);
             assert_eq!(pages, sp.pages, "{sp:?}");
         }
@@ -95,7 +110,10 @@ fn check_plan(segs: &[Seg], geo: Geometry) -> Vec<Span> {
             let next = entries(segs, &w[1]);
             let first = next[0];
             let one = first.len.min(1);
-            sgl.push(Seg { addr: first.addr, len: one });
+            sgl.push(Seg {
+                addr: first.addr,
+                len: one,
+            });
             let (n, _, _) = sg_to_pages(&sgl, geo.page_size(), geo.max_pages());
             assert!(n < sgl.len(), "span {:?} could have been longer", w[0]);
         }
@@ -114,7 +132,10 @@ fn page_list(off: u64, len: u64, ps: u64, scatter: u64) -> Vec<Seg> {
         let n = (ps - in_page).min(left);
         // Pages land far apart: (page * scatter) keeps them non-adjacent when scatter > 1.
         let base = 0x1_0000_0000 + page * ps * scatter;
-        segs.push(Seg { addr: base + in_page, len: n as u32 });
+        segs.push(Seg {
+            addr: base + in_page,
+            len: n as u32,
+        });
         left -= n;
         in_page = 0;
         page += 1;
@@ -142,10 +163,24 @@ fn lu_5718_one_mib_at_offset_one() {
 fn issue_matrix_on_4k_pages() {
     let geo = Geometry::new(4096, 512, false).unwrap();
     for off in [0u64, 1, 8, 4095, 4096, 4097] {
-        for len in [1u64, 4095, 4096, 4097, 65536, 1048575, 1048576, 1048577, 16 << 20] {
+        for len in [
+            1u64,
+            4095,
+            4096,
+            4097,
+            65536,
+            1048575,
+            1048576,
+            1048577,
+            16 << 20,
+        ] {
             let spans = check_plan(&page_list(off, len, 4096, 2), geo);
             let pages = (off % 4096 + len).div_ceil(4096);
-            assert_eq!(spans.len() as u64, pages.div_ceil(512), "off {off} len {len}");
+            assert_eq!(
+                spans.len() as u64,
+                pages.div_ceil(512),
+                "off {off} len {len}"
+            );
             assert!(spans.len() as u32 <= geo.max_mrs_for(len));
         }
     }
@@ -169,11 +204,23 @@ fn unaligned_interior_fragment_starts_a_new_registration() {
     let geo = Geometry::new(4096, 512, false).unwrap();
     // Second segment ends mid-page, third starts on a new page elsewhere: a gap.
     let segs = [
-        Seg { addr: 0x10_000, len: 4096 },
-        Seg { addr: 0x20_000, len: 100 },
-        Seg { addr: 0x30_000, len: 4096 },
+        Seg {
+            addr: 0x10_000,
+            len: 4096,
+        },
+        Seg {
+            addr: 0x20_000,
+            len: 100,
+        },
+        Seg {
+            addr: 0x30_000,
+            len: 4096,
+        },
         // Continues the previous one byte for byte: no gap, same registration.
-        Seg { addr: 0x31_000, len: 10 },
+        Seg {
+            addr: 0x31_000,
+            len: 10,
+        },
     ];
     let spans = check_plan(&segs, geo);
     assert_eq!(spans.len(), 2);
@@ -185,27 +232,52 @@ fn unaligned_interior_fragment_starts_a_new_registration() {
 fn one_page_mrs_split_every_page() {
     let geo = Geometry::new(4096, 1, false).unwrap();
     let spans = check_plan(&page_list(4095, 8194, 4096, 1), geo);
-    assert_eq!(spans.iter().map(|s| s.len).collect::<Vec<_>>(), vec![1, 4096, 4096, 1]);
+    assert_eq!(
+        spans.iter().map(|s| s.len).collect::<Vec<_>>(),
+        vec![1, 4096, 4096, 1]
+    );
 }
 
 #[test]
 fn gaps_capable_device_counts_runs() {
     let geo = Geometry::new(4096, 2, true).unwrap();
     let segs = [
-        Seg { addr: 0x10_001, len: 10 },
-        Seg { addr: 0x20_005, len: 10 },
-        Seg { addr: 0x20_00f, len: 10 },
-        Seg { addr: 0x30_000, len: 10 },
+        Seg {
+            addr: 0x10_001,
+            len: 10,
+        },
+        Seg {
+            addr: 0x20_005,
+            len: 10,
+        },
+        Seg {
+            addr: 0x20_00f,
+            len: 10,
+        },
+        Seg {
+            addr: 0x30_000,
+            len: 10,
+        },
     ];
     let spans = check_plan(&segs, geo);
-    assert_eq!(spans.iter().map(|s| s.len).collect::<Vec<_>>(), vec![30, 10]);
+    assert_eq!(
+        spans.iter().map(|s| s.len).collect::<Vec<_>>(),
+        vec![30, 10]
+    );
 }
 
 #[test]
 fn empty_and_zero_length_segments() {
     let geo = Geometry::new(4096, 4, false).unwrap();
     assert_eq!(plan(&[], geo).count(), 0);
-    let segs = [Seg { addr: 5, len: 0 }, Seg { addr: 4096, len: 10 }, Seg { addr: 0, len: 0 }];
+    let segs = [
+        Seg { addr: 5, len: 0 },
+        Seg {
+            addr: 4096,
+            len: 10,
+        },
+        Seg { addr: 0, len: 0 },
+    ];
     let spans = check_plan(&segs, geo);
     assert_eq!((spans.len(), spans[0].seg), (1, 1));
 }
@@ -233,7 +305,10 @@ fn rdma_wr_counts() {
 }
 
 fn geometry() -> impl Strategy<Value = Geometry> {
-    (prop_oneof![Just(4096u64), Just(16384), Just(65536)], 1u32..=512)
+    (
+        prop_oneof![Just(4096u64), Just(16384), Just(65536)],
+        1u32..=512,
+    )
         .prop_map(|(ps, mp)| Geometry::new(ps, mp, false).unwrap())
 }
 
@@ -311,9 +386,27 @@ fn pieces_of_two_partitions() {
     assert_eq!(
         p,
         vec![
-            Piece { a: 0, a_off: 0, b: 0, b_off: 0, len: 100 },
-            Piece { a: 1, a_off: 0, b: 0, b_off: 100, len: 50 },
-            Piece { a: 1, a_off: 50, b: 1, b_off: 0, len: 150 },
+            Piece {
+                a: 0,
+                a_off: 0,
+                b: 0,
+                b_off: 0,
+                len: 100
+            },
+            Piece {
+                a: 1,
+                a_off: 0,
+                b: 0,
+                b_off: 100,
+                len: 50
+            },
+            Piece {
+                a: 1,
+                a_off: 50,
+                b: 1,
+                b_off: 0,
+                len: 150
+            },
         ]
     );
     assert_eq!(pieces(&[], &b).count(), 0);
