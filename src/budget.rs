@@ -191,7 +191,7 @@ pub(crate) fn figures(
 ) -> Option<Figures> {
     let mrs = geo.max_mrs_for(max_payload);
     let wrs = per_transfer(mrs).total();
-    let max_frags = max_payload.div_ceil(geo.page_size()) + 1;
+    let max_frags = geo.pages_of(max_payload) + 1;
     Some(Figures {
         mrs,
         wrs,

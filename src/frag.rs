@@ -73,14 +73,29 @@ impl Geometry {
         self.max_pages
     }
 
+    /// Pages that `bytes` bytes from the start of a page cover.
+    pub(crate) const fn pages_of(&self, bytes: u64) -> u64 {
+        let ps = self.page_size();
+        (bytes >> ps.trailing_zeros()) + if bytes & (ps - 1) != 0 { 1 } else { 0 }
+    }
+
+    /// MRs that `pages` pages need (division without a zero-divisor path: `max_pages >= 1`).
+    const fn mrs_of(&self, pages: u64) -> u64 {
+        let m = self.max_pages as u64;
+        if m == 0 {
+            return pages;
+        }
+        pages / m + if pages.is_multiple_of(m) { 0 } else { 1 }
+    }
+
     /// MRs needed by a list of whole pages holding `len` bytes from `offset` bytes into the
     /// first page (the shape of a page-cache or selftest buffer).
     pub(crate) const fn mrs_for_pages(&self, offset: u64, len: u64) -> u32 {
         if len == 0 {
             return 0;
         }
-        let pages = (offset % self.page_size + len).div_ceil(self.page_size);
-        let mrs = pages.div_ceil(self.max_pages as u64);
+        let pages = self.pages_of((offset & (self.page_size - 1)) + len);
+        let mrs = self.mrs_of(pages);
         if mrs > u32::MAX as u64 {
             u32::MAX
         } else {
@@ -97,8 +112,8 @@ impl Geometry {
             return 0;
         }
         // Worst at the last byte of a page: (len + page_size - 2) / page_size + 1 pages.
-        let pages = (len + self.page_size - 2) / self.page_size + 1;
-        let mrs = pages.div_ceil(self.max_pages as u64);
+        let pages = ((len + self.page_size - 2) >> self.page_size.trailing_zeros()) + 1;
+        let mrs = self.mrs_of(pages);
         if mrs > u32::MAX as u64 {
             u32::MAX
         } else {
