@@ -22,5 +22,16 @@ while IFS='=' read -r k v; do
 	printf '    %-28s %s\n' "$k" "$v"
 done <"$dbg/params"
 echo
+echo "== fast-registration pools ($dbg/pools)"
+sed 's/^/    /' "$dbg/pools"
+echo
+echo "== loopback: 8 transfers of 1 MiB at offset 1, 4 in flight (write, read back, check)"
+if echo "$FASTREG_ADDR 1 1M 8 4" >"$dbg/loopback"; then
+	sed 's/^/    /' "$dbg/loopback"
+else
+	echo "    failed: $(cat "$dbg/loopback")"
+fi
+sed 's/^/    /' "$dbg/pools"
+echo
 echo "== kernel log"
 dmesg | grep -E '\] (fastreg: |.*fastreg_)' | sed 's/^/    /'
