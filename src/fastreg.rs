@@ -16,6 +16,7 @@ mod params;
 mod pool;
 mod report;
 mod verbs;
+mod wait;
 
 #[cfg(CONFIG_KUNIT = "y")]
 mod kunit;

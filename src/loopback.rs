@@ -13,14 +13,14 @@
 //! invalidation) builds on the same pieces.
 
 use kernel::{
-    new_condvar, new_mutex,
+    new_condvar,
+    new_mutex, //
     prelude::*,
     sync::{
         atomic::Relaxed,
         Arc,
         ArcBorrow,
         CondVar,
-        CondVarTimeoutResult,
         Mutex,
         SetOnce, //
     },
@@ -66,6 +66,7 @@ use crate::{
         SockAddr,
         Wc, //
     },
+    wait,
 };
 
 /// How long connecting may take.
@@ -304,10 +305,8 @@ impl Link {
                 pr_err!("loopback: connecting to {} timed out\n", addr);
                 break Err(ETIMEDOUT);
             }
-            match shared.cv.wait_interruptible_timeout(&mut st, left) {
-                CondVarTimeoutResult::Timeout => left = 0,
-                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Signal { .. } => break Err(ERESTARTSYS),
+            if !wait::step(&shared.cv, &mut st, &mut left) {
+                break Err(ERESTARTSYS);
             }
         };
         let accepted = st.accepted.take();
@@ -545,27 +544,23 @@ impl Slot {
         let (ns, nk) = (self.src.spans.len(), self.sink.spans.len());
         let (src, rest) = regs.split_at(ns);
         let (sink, check) = rest.split_at(nk);
-        for p in frag::pieces(&self.src.lens, &self.sink.lens) {
-            let dst = &sink[p.b];
-            r = r.and_then(|()| {
-                chain.rdma(
-                    RdmaOp::Write,
-                    dst.handle().iova() + p.b_off,
-                    dst.rkey(),
-                    [(&src[p.a], p.a_off, p.len as u32)],
-                )
-            });
-        }
-        for p in frag::pieces(&self.check.lens, &self.sink.lens) {
-            let from = &sink[p.b];
-            r = r.and_then(|()| {
-                chain.rdma(
-                    RdmaOp::Read,
-                    from.handle().iova() + p.b_off,
-                    from.rkey(),
-                    [(&check[p.a], p.a_off, p.len as u32)],
-                )
-            });
+        // WRITE the source into the sink, then READ the sink back into the check buffer:
+        // one work request per piece where a local registration meets a sink one.
+        for (op, local, lens) in [
+            (RdmaOp::Write, src, &self.src.lens),
+            (RdmaOp::Read, check, &self.check.lens),
+        ] {
+            for p in frag::pieces(lens, &self.sink.lens) {
+                let remote = &sink[p.b];
+                r = r.and_then(|()| {
+                    chain.rdma(
+                        op,
+                        remote.handle().iova() + p.b_off,
+                        remote.rkey(),
+                        [(&local[p.a], p.a_off, p.len as u32)],
+                    )
+                });
+            }
         }
         // The invalidations wait for the READs.
         chain.fence();
@@ -765,11 +760,7 @@ fn transfer_all(
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut done = board.done.lock();
         while done.is_empty() && left > 0 {
-            match board.cv.wait_interruptible_timeout(&mut done, left) {
-                CondVarTimeoutResult::Timeout => left = 0,
-                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Signal { .. } => left = 0,
-            }
+            wait::step(&board.cv, &mut done, &mut left);
         }
         let next = done.pop();
         drop(done);

@@ -20,7 +20,6 @@ use kernel::{
         },
         Arc,
         CondVar,
-        CondVarTimeoutResult,
         Mutex, //
     },
     time::{
@@ -45,6 +44,7 @@ use crate::{
         Mr,
         Pd, //
     },
+    wait,
 };
 
 /// Pool sizing.
@@ -244,10 +244,8 @@ impl Pool {
                 inc(&self.counters.timeouts, 1);
                 return Err(ETIMEDOUT);
             }
-            match self.freed.wait_interruptible_timeout(&mut inner, left) {
-                CondVarTimeoutResult::Timeout => left = 0,
-                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
+            if !wait::step(&self.freed, &mut inner, &mut left) {
+                return Err(ERESTARTSYS);
             }
         }
     }

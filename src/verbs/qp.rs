@@ -121,12 +121,8 @@ impl SendQueue {
                 Err(Refused::Busy) if left == 0 => return Err(PostError::Timeout),
                 Err(Refused::Busy) => {}
             }
-            match self.room.wait_interruptible_timeout(&mut st, left) {
-                kernel::sync::CondVarTimeoutResult::Timeout => left = 0,
-                kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                kernel::sync::CondVarTimeoutResult::Signal { .. } => {
-                    return Err(PostError::Interrupted)
-                }
+            if !crate::wait::step(&self.room, &mut st, &mut left) {
+                return Err(PostError::Interrupted);
             }
         }
     }
