@@ -12,19 +12,27 @@
 pub(crate) mod budget;
 #[path = "../../../src/command.rs"]
 pub(crate) mod command;
+#[path = "../../../src/conn_state.rs"]
+pub(crate) mod conn_state;
 #[path = "../../../src/frag.rs"]
 pub(crate) mod frag;
 #[path = "../../../src/limits.rs"]
 pub(crate) mod limits;
 #[path = "../../../src/mr_state.rs"]
 pub(crate) mod mr_state;
+#[path = "../../../src/negotiate.rs"]
+pub(crate) mod negotiate;
 #[path = "../../../src/params.rs"]
 pub(crate) mod params;
+#[path = "../../../src/wire.rs"]
+pub(crate) mod wire;
 
 #[cfg(test)]
 mod budget_tests;
 #[cfg(test)]
 mod command_tests;
+#[cfg(test)]
+mod conn_state_tests;
 #[cfg(test)]
 mod frag_tests;
 #[cfg(test)]
@@ -32,4 +40,8 @@ mod limits_tests;
 #[cfg(test)]
 mod mr_state_tests;
 #[cfg(test)]
+mod negotiate_tests;
+#[cfg(test)]
 mod params_tests;
+#[cfg(test)]
+mod wire_tests;

@@ -1,0 +1,631 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! fastreg's wire format: messages on a connection, and connection parameters carried in
+//! rdma_cm private data. Documented field by field in `Documentation/wire.rst`.
+//!
+//! Pure logic: no `kernel::`, compiled by the host tests too (golden vectors, fuzzing).
+//!
+//! Everything is little-endian, packed, at fixed offsets. Nothing counts pages: sizes are
+//! bytes, so peers with different `PAGE_SIZE` interoperate by construction. Every field
+//! received from a peer is validated by [`decode`] against the connection's negotiated
+//! limits before anything acts on it.
+
+/// `"FRGM"`: first bytes of every message.
+pub(crate) const MSG_MAGIC: u32 = 0x4d47_5246;
+/// `"FRGC"`: first bytes of connection parameters and rejects.
+pub(crate) const CONN_MAGIC: u32 = 0x4347_5246;
+/// The protocol version this code speaks.
+pub(crate) const VERSION: u16 = 1;
+/// Size of the message header.
+pub(crate) const HDR_LEN: usize = 32;
+/// Size of one registration descriptor.
+pub(crate) const REG_LEN: usize = 16;
+/// Smallest message size a connection may negotiate.
+pub(crate) const MIN_MSG: u32 = 256;
+/// Largest message size (receive buffers are this big).
+pub(crate) const MAX_MSG: u32 = 4096;
+
+/// Message types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Type {
+    /// Returns credits, keeps the connection alive.
+    Noop = 0xd0,
+    /// A small message, payload inline.
+    Immediate = 0xd1,
+    /// The source asks the sink for registrations of `size` bytes.
+    PutReq = 0xd2,
+    /// The sink refuses a PUT.
+    PutNak = 0xd3,
+    /// The sink's registrations for a PUT.
+    PutAck = 0xd4,
+    /// The source has written the data (or failed).
+    PutDone = 0xd5,
+    /// The sink asks the source to write `size` bytes into its registrations.
+    GetReq = 0xd6,
+    /// The source has written the data (or failed).
+    GetDone = 0xd7,
+}
+
+impl Type {
+    fn from_u8(v: u8) -> Option<Type> {
+        Some(match v {
+            0xd0 => Type::Noop,
+            0xd1 => Type::Immediate,
+            0xd2 => Type::PutReq,
+            0xd3 => Type::PutNak,
+            0xd4 => Type::PutAck,
+            0xd5 => Type::PutDone,
+            0xd6 => Type::GetReq,
+            0xd7 => Type::GetDone,
+            _ => return None,
+        })
+    }
+}
+
+/// One registration a peer may RDMA into: `len` bytes at `addr` under `rkey`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Reg {
+    /// Address (iova) of the first byte.
+    pub(crate) addr: u64,
+    /// Bytes.
+    pub(crate) len: u32,
+    /// Remote key.
+    pub(crate) rkey: u32,
+}
+
+/// The most registrations one message can carry (bounded by [`MAX_MSG`]).
+pub(crate) const MAX_REGS: usize = (MAX_MSG as usize - HDR_LEN - 24) / REG_LEN;
+
+/// Registrations carried by a message (a fixed array: decoding allocates nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Regs {
+    n: usize,
+    regs: [Reg; MAX_REGS],
+}
+
+impl Regs {
+    /// No registration.
+    pub(crate) const fn new() -> Self {
+        Self {
+            n: 0,
+            regs: [Reg {
+                addr: 0,
+                len: 0,
+                rkey: 0,
+            }; MAX_REGS],
+        }
+    }
+
+    /// Appends one; `false` if full.
+    pub(crate) fn push(&mut self, r: Reg) -> bool {
+        if self.n == MAX_REGS {
+            return false;
+        }
+        self.regs[self.n] = r;
+        self.n += 1;
+        true
+    }
+
+    /// The registrations.
+    pub(crate) fn as_slice(&self) -> &[Reg] {
+        &self.regs[..self.n]
+    }
+
+    /// Total bytes.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.as_slice().iter().map(|r| u64::from(r.len)).sum()
+    }
+}
+
+/// A message body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Body<'a> {
+    /// [`Type::Noop`].
+    Noop,
+    /// [`Type::Immediate`]: the sender's cookie and the payload.
+    Immediate {
+        /// Identifies the message for its completion.
+        cookie: u64,
+        /// Payload.
+        payload: &'a [u8],
+    },
+    /// [`Type::PutReq`].
+    PutReq {
+        /// The source's cookie.
+        cookie: u64,
+        /// Bytes to put.
+        size: u64,
+    },
+    /// [`Type::PutNak`].
+    PutNak {
+        /// The source's cookie.
+        cookie: u64,
+        /// Why (a negative errno).
+        status: i32,
+    },
+    /// [`Type::PutAck`].
+    PutAck {
+        /// The source's cookie.
+        cookie: u64,
+        /// The sink's cookie, echoed in `PutDone`.
+        sink_cookie: u64,
+        /// Where to write.
+        regs: Regs,
+    },
+    /// [`Type::PutDone`] or [`Type::GetDone`].
+    Done {
+        /// Which of the two.
+        get: bool,
+        /// The sink's cookie.
+        cookie: u64,
+        /// 0, or a negative errno.
+        status: i32,
+    },
+    /// [`Type::GetReq`].
+    GetReq {
+        /// The sink's cookie, echoed in `GetDone`.
+        cookie: u64,
+        /// Bytes to get.
+        size: u64,
+        /// Where to write.
+        regs: Regs,
+    },
+}
+
+/// A message: header fields and body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Msg<'a> {
+    /// Credits returned to the receiver.
+    pub(crate) credits: u8,
+    /// The sender's incarnation.
+    pub(crate) src_stamp: u64,
+    /// The incarnation of the receiver the sender believes it talks to.
+    pub(crate) dst_stamp: u64,
+    /// The body.
+    pub(crate) body: Body<'a>,
+}
+
+impl Msg<'_> {
+    /// The message type.
+    pub(crate) fn kind(&self) -> Type {
+        match self.body {
+            Body::Noop => Type::Noop,
+            Body::Immediate { .. } => Type::Immediate,
+            Body::PutReq { .. } => Type::PutReq,
+            Body::PutNak { .. } => Type::PutNak,
+            Body::PutAck { .. } => Type::PutAck,
+            Body::Done { get: false, .. } => Type::PutDone,
+            Body::Done { get: true, .. } => Type::GetDone,
+            Body::GetReq { .. } => Type::GetReq,
+        }
+    }
+}
+
+/// What a receiver checks a message against (the connection's negotiated values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Largest message.
+    pub(crate) max_msg: u32,
+    /// Largest transfer.
+    pub(crate) max_payload: u32,
+    /// Most registrations in one message.
+    pub(crate) max_regs: u16,
+    /// Most credits one message may return (the queue depth).
+    pub(crate) max_credits: u8,
+    /// Whether checksums are on.
+    pub(crate) checksum: bool,
+    /// The local incarnation (a message's `dst_stamp` must match).
+    pub(crate) local_stamp: u64,
+    /// The peer's incarnation (a message's `src_stamp` must match).
+    pub(crate) peer_stamp: u64,
+}
+
+/// Why a received message was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WireError {
+    /// Shorter than its header or than its type needs.
+    Short,
+    /// Wrong magic.
+    Magic,
+    /// Unknown version.
+    Version,
+    /// Unknown type.
+    Type,
+    /// The length field disagrees with the bytes received.
+    Length,
+    /// The checksum does not match.
+    Checksum,
+    /// Stamps of another incarnation.
+    Stale,
+    /// More credits than the queue depth.
+    Credits,
+    /// A size or registration count beyond the negotiated limits.
+    Limit,
+    /// Registrations that do not add up (zero length, sum differs from the size).
+    Regs,
+    /// A reserved field is not zero.
+    Reserved,
+}
+
+impl core::fmt::Display for WireError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            WireError::Short => "message too short",
+            WireError::Magic => "bad magic",
+            WireError::Version => "unsupported version",
+            WireError::Type => "unknown message type",
+            WireError::Length => "length field does not match the bytes received",
+            WireError::Checksum => "bad checksum",
+            WireError::Stale => "stale incarnation stamps",
+            WireError::Credits => "more credits than the queue depth",
+            WireError::Limit => "size or registration count beyond the negotiated limits",
+            WireError::Regs => "registrations do not add up",
+            WireError::Reserved => "reserved field not zero",
+        })
+    }
+}
+
+fn get_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn get_u64(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+fn put(b: &mut [u8], at: usize, v: &[u8]) {
+    b[at..at + v.len()].copy_from_slice(v);
+}
+
+/// The checksum of a message: a rotate-and-add over its bytes with the checksum field taken
+/// as zero. Never 0 (0 means "no checksum").
+pub(crate) fn checksum(msg: &[u8]) -> u32 {
+    let mut sum = 0u32;
+    for (i, &b) in msg.iter().enumerate() {
+        let b = if (12..16).contains(&i) { 0 } else { b };
+        sum = sum.rotate_left(1).wrapping_add(u32::from(b));
+    }
+    if sum == 0 {
+        1
+    } else {
+        sum
+    }
+}
+
+/// Size of the body of each type, without registrations or payload.
+const fn fixed_body(t: Type) -> usize {
+    match t {
+        Type::Noop => 0,
+        Type::Immediate => 8,
+        Type::PutReq => 16,
+        Type::PutNak => 16,
+        Type::PutAck => 24,
+        Type::PutDone | Type::GetDone => 16,
+        Type::GetReq => 24,
+    }
+}
+
+/// Encodes `msg` into `out`; returns its length, or `None` if `out` is too small or the
+/// message does not fit `max_msg`. With `checksum`, fills the checksum field.
+pub(crate) fn encode(msg: &Msg<'_>, out: &mut [u8], checksum_on: bool) -> Option<usize> {
+    let t = msg.kind();
+    let (extra, regs): (usize, Option<&Regs>) = match &msg.body {
+        Body::Immediate { payload, .. } => (payload.len(), None),
+        Body::PutAck { regs, .. } | Body::GetReq { regs, .. } => (regs.n * REG_LEN, Some(regs)),
+        _ => (0, None),
+    };
+    let len = HDR_LEN + fixed_body(t) + extra;
+    if len > out.len() || len > MAX_MSG as usize {
+        return None;
+    }
+    let out = &mut out[..len];
+    out.fill(0);
+    put(out, 0, &MSG_MAGIC.to_le_bytes());
+    put(out, 4, &VERSION.to_le_bytes());
+    out[6] = t as u8;
+    out[7] = msg.credits;
+    put(out, 8, &(len as u32).to_le_bytes());
+    put(out, 16, &msg.src_stamp.to_le_bytes());
+    put(out, 24, &msg.dst_stamp.to_le_bytes());
+    let b = HDR_LEN;
+    match msg.body {
+        Body::Noop => {}
+        Body::Immediate { cookie, payload } => {
+            put(out, b, &cookie.to_le_bytes());
+            put(out, b + 8, payload);
+        }
+        Body::PutReq { cookie, size } => {
+            put(out, b, &cookie.to_le_bytes());
+            put(out, b + 8, &size.to_le_bytes());
+        }
+        Body::PutNak { cookie, status } | Body::Done { cookie, status, .. } => {
+            put(out, b, &cookie.to_le_bytes());
+            put(out, b + 8, &status.to_le_bytes());
+        }
+        Body::PutAck {
+            cookie,
+            sink_cookie,
+            ..
+        } => {
+            put(out, b, &cookie.to_le_bytes());
+            put(out, b + 8, &sink_cookie.to_le_bytes());
+        }
+        Body::GetReq { cookie, size, .. } => {
+            put(out, b, &cookie.to_le_bytes());
+            put(out, b + 8, &size.to_le_bytes());
+        }
+    }
+    if let Some(regs) = regs {
+        // The registration count sits in the last 8 bytes of the fixed body.
+        let at = b + fixed_body(t) - 8;
+        put(out, at, &(regs.n as u16).to_le_bytes());
+        let mut at = b + fixed_body(t);
+        for r in regs.as_slice() {
+            put(out, at, &r.addr.to_le_bytes());
+            put(out, at + 8, &r.len.to_le_bytes());
+            put(out, at + 12, &r.rkey.to_le_bytes());
+            at += REG_LEN;
+        }
+    }
+    if checksum_on {
+        let c = checksum(out);
+        put(out, 12, &c.to_le_bytes());
+    }
+    Some(len)
+}
+
+/// Decodes and validates a received message of `buf.len()` bytes against `lim`.
+pub(crate) fn decode<'a>(buf: &'a [u8], lim: &Limits) -> Result<Msg<'a>, WireError> {
+    if buf.len() < HDR_LEN {
+        return Err(WireError::Short);
+    }
+    if get_u32(buf, 0) != MSG_MAGIC {
+        return Err(WireError::Magic);
+    }
+    if get_u16(buf, 4) != VERSION {
+        return Err(WireError::Version);
+    }
+    let t = Type::from_u8(buf[6]).ok_or(WireError::Type)?;
+    let credits = buf[7];
+    let len = get_u32(buf, 8) as usize;
+    if len != buf.len() || len > lim.max_msg as usize {
+        return Err(WireError::Length);
+    }
+    let ck = get_u32(buf, 12);
+    if ck != 0 && ck != checksum(buf) {
+        return Err(WireError::Checksum);
+    }
+    if lim.checksum && ck == 0 {
+        return Err(WireError::Checksum);
+    }
+    let src_stamp = get_u64(buf, 16);
+    let dst_stamp = get_u64(buf, 24);
+    if src_stamp != lim.peer_stamp || dst_stamp != lim.local_stamp {
+        return Err(WireError::Stale);
+    }
+    if credits > lim.max_credits {
+        return Err(WireError::Credits);
+    }
+    let b = HDR_LEN;
+    let fixed = fixed_body(t);
+    if len < b + fixed {
+        return Err(WireError::Short);
+    }
+    let cookie = if fixed >= 8 { get_u64(buf, b) } else { 0 };
+    let regs = |size: Option<u64>| -> Result<Regs, WireError> {
+        let n = usize::from(get_u16(buf, b + fixed - 8));
+        if get_u16(buf, b + fixed - 6) != 0 || get_u32(buf, b + fixed - 4) != 0 {
+            return Err(WireError::Reserved);
+        }
+        if n == 0 || n > usize::from(lim.max_regs) || n > MAX_REGS {
+            return Err(WireError::Limit);
+        }
+        if len != b + fixed + n * REG_LEN {
+            return Err(WireError::Length);
+        }
+        let mut regs = Regs::new();
+        for i in 0..n {
+            let at = b + fixed + i * REG_LEN;
+            let r = Reg {
+                addr: get_u64(buf, at),
+                len: get_u32(buf, at + 8),
+                rkey: get_u32(buf, at + 12),
+            };
+            if r.len == 0 || r.addr.checked_add(u64::from(r.len)).is_none() {
+                return Err(WireError::Regs);
+            }
+            regs.push(r);
+        }
+        if regs.bytes() > u64::from(lim.max_payload) {
+            return Err(WireError::Limit);
+        }
+        if let Some(size) = size {
+            if regs.bytes() != size {
+                return Err(WireError::Regs);
+            }
+        }
+        Ok(regs)
+    };
+    let size_ok = |size: u64| {
+        if size == 0 || size > u64::from(lim.max_payload) {
+            Err(WireError::Limit)
+        } else {
+            Ok(size)
+        }
+    };
+    let status = |at: usize| -> Result<i32, WireError> {
+        let s = get_u32(buf, at) as i32;
+        if get_u32(buf, at + 4) != 0 {
+            return Err(WireError::Reserved);
+        }
+        // 0, or a negative errno.
+        if !(-4095..=0).contains(&s) {
+            return Err(WireError::Limit);
+        }
+        Ok(s)
+    };
+    let exact = |extra: usize| {
+        if len == b + fixed + extra {
+            Ok(())
+        } else {
+            Err(WireError::Length)
+        }
+    };
+    let body = match t {
+        Type::Noop => {
+            exact(0)?;
+            Body::Noop
+        }
+        Type::Immediate => Body::Immediate {
+            cookie,
+            payload: &buf[b + fixed..len],
+        },
+        Type::PutReq => {
+            exact(0)?;
+            Body::PutReq {
+                cookie,
+                size: size_ok(get_u64(buf, b + 8))?,
+            }
+        }
+        Type::PutNak => {
+            exact(0)?;
+            let status = status(b + 8)?;
+            if status == 0 {
+                return Err(WireError::Limit);
+            }
+            Body::PutNak { cookie, status }
+        }
+        Type::PutDone | Type::GetDone => {
+            exact(0)?;
+            Body::Done {
+                get: t == Type::GetDone,
+                cookie,
+                status: status(b + 8)?,
+            }
+        }
+        Type::PutAck => Body::PutAck {
+            cookie,
+            sink_cookie: get_u64(buf, b + 8),
+            regs: regs(None)?,
+        },
+        Type::GetReq => {
+            let size = size_ok(get_u64(buf, b + 8))?;
+            Body::GetReq {
+                cookie,
+                size,
+                regs: regs(Some(size))?,
+            }
+        }
+    };
+    Ok(Msg {
+        credits,
+        src_stamp,
+        dst_stamp,
+        body,
+    })
+}
+
+/// Feature bit: the sender can be remotely invalidated (`IB_WR_SEND_WITH_INV`).
+pub(crate) const FEATURE_REMOTE_INV: u32 = 1 << 0;
+/// Feature bit: the sender checksums its messages.
+pub(crate) const FEATURE_CHECKSUM: u32 = 1 << 1;
+/// Every feature this code knows.
+pub(crate) const FEATURES: u32 = FEATURE_REMOTE_INV | FEATURE_CHECKSUM;
+
+/// Connection parameters: carried in the private data of a connection request (what the
+/// requester asks for), of the accept (what was granted), and of a reject (the rejecting
+/// side's own limits). 48 bytes: within the 56 bytes of an IB/RoCE REQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ConnParams {
+    /// Protocol version.
+    pub(crate) version: u16,
+    /// Transfers in flight (and credits).
+    pub(crate) queue_depth: u16,
+    /// Most registrations in one transfer message.
+    pub(crate) max_regs: u16,
+    /// Largest transfer in bytes.
+    pub(crate) max_payload: u32,
+    /// Largest message in bytes.
+    pub(crate) max_msg: u32,
+    /// The sender's `PAGE_SIZE`: informational, nothing depends on it.
+    pub(crate) page_size: u32,
+    /// Feature bits.
+    pub(crate) features: u32,
+    /// Reject reason (0 in requests and accepts).
+    pub(crate) reason: u8,
+    /// The sender's incarnation.
+    pub(crate) stamp: u64,
+    /// The incarnation of the receiver the sender believes it talks to (0 if unknown).
+    pub(crate) dst_stamp: u64,
+}
+
+/// Size of encoded [`ConnParams`].
+pub(crate) const CONN_LEN: usize = 48;
+
+impl ConnParams {
+    /// Encodes into 48 bytes.
+    pub(crate) fn encode(&self) -> [u8; CONN_LEN] {
+        let mut b = [0u8; CONN_LEN];
+        put(&mut b, 0, &CONN_MAGIC.to_le_bytes());
+        b[4] = CONN_LEN as u8;
+        b[5] = self.reason;
+        put(&mut b, 6, &self.version.to_le_bytes());
+        put(&mut b, 8, &self.queue_depth.to_le_bytes());
+        put(&mut b, 10, &self.max_regs.to_le_bytes());
+        put(&mut b, 12, &self.max_payload.to_le_bytes());
+        put(&mut b, 16, &self.max_msg.to_le_bytes());
+        put(&mut b, 20, &self.page_size.to_le_bytes());
+        put(&mut b, 24, &self.features.to_le_bytes());
+        put(&mut b, 32, &self.stamp.to_le_bytes());
+        put(&mut b, 40, &self.dst_stamp.to_le_bytes());
+        b
+    }
+
+    /// Decodes from private data (which rdma_cm pads to the size of its slot).
+    pub(crate) fn decode(b: &[u8]) -> Result<Self, WireError> {
+        if b.len() < CONN_LEN {
+            return Err(WireError::Short);
+        }
+        if get_u32(b, 0) != CONN_MAGIC {
+            return Err(WireError::Magic);
+        }
+        if usize::from(b[4]) != CONN_LEN {
+            return Err(WireError::Length);
+        }
+        if get_u32(b, 28) != 0 {
+            return Err(WireError::Reserved);
+        }
+        let p = ConnParams {
+            reason: b[5],
+            version: get_u16(b, 6),
+            queue_depth: get_u16(b, 8),
+            max_regs: get_u16(b, 10),
+            max_payload: get_u32(b, 12),
+            max_msg: get_u32(b, 16),
+            page_size: get_u32(b, 20),
+            features: get_u32(b, 24),
+            stamp: get_u64(b, 32),
+            dst_stamp: get_u64(b, 40),
+        };
+        if p.version == 0 {
+            return Err(WireError::Version);
+        }
+        if p.queue_depth == 0
+            || p.max_regs == 0
+            || p.max_payload == 0
+            || p.max_msg < MIN_MSG
+            || p.max_msg > MAX_MSG
+            || !p.page_size.is_power_of_two()
+        {
+            return Err(WireError::Limit);
+        }
+        Ok(p)
+    }
+}

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Tests of `src/negotiate.rs`.
+
+use crate::negotiate::*;
+use crate::wire::{ConnParams, FEATURE_CHECKSUM, FEATURE_REMOTE_INV};
+use proptest::prelude::*;
+
+fn local(qd: u16, regs: u16, payload: u32, stamp: u64) -> Local {
+    Local {
+        queue_depth: qd,
+        max_regs: regs,
+        max_payload: payload,
+        max_msg: 4096,
+        page_size: 4096,
+        features: FEATURE_REMOTE_INV | FEATURE_CHECKSUM,
+        stamp,
+    }
+}
+
+/// Runs a whole negotiation: requests, rejects, lowered requests, until accept or failure.
+fn negotiate(active: &Local, passive: &Local) -> Option<ConnParams> {
+    let mut asked = active.params(0, 0);
+    for _ in 0..10 {
+        match answer(&asked, passive) {
+            Answer::Accept(granted) => {
+                assert!(check_accept(&asked, &granted));
+                return Some(granted);
+            }
+            Answer::Reject(_, limits) => match on_reject(&asked, &limits) {
+                Retry::With(lower) => {
+                    // Values only ever go down.
+                    assert!(lower.queue_depth <= asked.queue_depth);
+                    assert!(lower.max_payload <= asked.max_payload);
+                    assert!(lower.max_regs <= asked.max_regs);
+                    assert_ne!(lower, asked);
+                    asked = lower;
+                }
+                Retry::Again(p) => asked = p,
+                Retry::Fail => return None,
+            },
+        }
+    }
+    panic!("negotiation did not end");
+}
+
+#[test]
+fn equal_limits_accept_at_once() {
+    let a = local(8, 16, 1 << 20, 1);
+    let p = local(8, 16, 1 << 20, 2);
+    let req = a.params(0, 0);
+    match answer(&req, &p) {
+        Answer::Accept(g) => {
+            assert_eq!((g.queue_depth, g.max_payload, g.max_regs), (8, 1 << 20, 16));
+            assert_eq!((g.stamp, g.dst_stamp), (2, 1));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn over_the_limit_is_rejected_with_the_reason_and_limits_then_retried_lower() {
+    let a = local(32, 16, 4 << 20, 1);
+    let p = local(8, 16, 1 << 20, 2);
+    match answer(&a.params(0, 0), &p) {
+        Answer::Reject(Reason::QueueDepth, limits) => {
+            assert_eq!(limits.queue_depth, 8);
+            assert_eq!(limits.max_payload, 1 << 20);
+            assert_eq!(Reason::from_u8(limits.reason), Some(Reason::QueueDepth));
+        }
+        other => panic!("{other:?}"),
+    }
+    let g = negotiate(&a, &p).unwrap();
+    assert_eq!((g.queue_depth, g.max_payload), (8, 1 << 20));
+}
+
+#[test]
+fn accepts_granting_more_than_asked_are_refused() {
+    let asked = local(8, 16, 1 << 20, 1).params(0, 0);
+    let ok = match answer(&asked, &local(64, 64, 16 << 20, 2)) {
+        Answer::Accept(g) => g,
+        other => panic!("{other:?}"),
+    };
+    assert!(check_accept(&asked, &ok));
+    for bad in [
+        ConnParams {
+            queue_depth: 9,
+            ..ok
+        },
+        ConnParams {
+            max_payload: (1 << 20) + 1,
+            ..ok
+        },
+        ConnParams { max_regs: 17, ..ok },
+        ConnParams { dst_stamp: 7, ..ok },
+        ConnParams {
+            queue_depth: 0,
+            ..ok
+        },
+        ConnParams { version: 2, ..ok },
+    ] {
+        assert!(!check_accept(&asked, &bad), "{bad:?}");
+    }
+}
+
+#[test]
+fn stale_requests_are_rejected_and_retried_with_the_new_stamp() {
+    let p = local(8, 16, 1 << 20, 42);
+    let req = local(8, 16, 1 << 20, 1).params(41, 0);
+    let limits = match answer(&req, &p) {
+        Answer::Reject(Reason::Stale, l) => l,
+        other => panic!("{other:?}"),
+    };
+    match on_reject(&req, &limits) {
+        Retry::Again(r) => assert_eq!(r.dst_stamp, 42),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn version_mismatch_and_unknown_reasons_fail() {
+    let p = local(8, 16, 1 << 20, 2);
+    let req = ConnParams {
+        version: 9,
+        ..local(8, 16, 1 << 20, 1).params(0, 0)
+    };
+    let limits = match answer(&req, &p) {
+        Answer::Reject(Reason::Version, l) => l,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(on_reject(&req, &limits), Retry::Fail);
+    assert_eq!(
+        on_reject(
+            &req,
+            &ConnParams {
+                reason: 200,
+                ..limits
+            }
+        ),
+        Retry::Fail
+    );
+}
+
+#[test]
+fn races_resolve_the_same_way_on_both_sides() {
+    let a = (0x0a00_020f, 7471);
+    let b = (0x0a00_0210, 7471);
+    assert!(wins_race(b, a) && !wins_race(a, b));
+}
+
+proptest! {
+    #[test]
+    fn negotiation_ends_with_the_minimum(
+        qa in 1u16..300, qp in 1u16..300,
+        ra in 1u16..64, rp in 1u16..64,
+        pa in 4096u32..(64 << 20), pp in 4096u32..(64 << 20),
+    ) {
+        let g = negotiate(&local(qa, ra, pa, 1), &local(qp, rp, pp, 2)).unwrap();
+        prop_assert_eq!(g.queue_depth, qa.min(qp));
+        prop_assert_eq!(g.max_regs, ra.min(rp));
+        prop_assert_eq!(g.max_payload, pa.min(pp));
+    }
+}
