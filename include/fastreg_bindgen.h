@@ -4,5 +4,6 @@
  * generated from it; everything else comes from kernel::bindings.
  */
 #include <rdma/ib_verbs.h>
+#include <rdma/ib_cm.h>
 #include <rdma/rdma_cm.h>
 #include "fastreg_helpers.h"

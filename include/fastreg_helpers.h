@@ -16,6 +16,7 @@ struct ib_pd;
 struct ib_mr;
 struct ib_qp;
 struct ib_send_wr;
+struct ib_recv_wr;
 struct scatterlist;
 struct page;
 
@@ -43,5 +44,14 @@ unsigned int fastreg_sg_dma_len(struct scatterlist *sg);
 /* ib_post_send() is static inline. */
 int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 			 const struct ib_send_wr **bad_wr);
+/* ib_post_recv() is static inline. */
+int fastreg_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad_wr);
+/* ib_dma_map_single() and friends are static inline; direction is DMA_BIDIRECTIONAL. */
+u64 fastreg_ib_dma_map_single(struct ib_device *dev, void *cpu_addr, size_t size);
+int fastreg_ib_dma_mapping_error(struct ib_device *dev, u64 dma_addr);
+void fastreg_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size);
+void fastreg_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size);
+void fastreg_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size);
 
 #endif /* _FASTREG_HELPERS_H */

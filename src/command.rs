@@ -102,3 +102,129 @@ impl Loopback {
         })
     }
 }
+
+/// Most characters of a device name (`IB_DEVICE_NAME_MAX` - 1).
+pub(crate) const MAX_DEV_NAME: usize = 63;
+
+/// Per-interface tunables given to `iface add`; unset ones take the module parameters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct IfaceTunables {
+    /// Queue depth.
+    pub(crate) queue_depth: Option<u16>,
+    /// Largest transfer.
+    pub(crate) max_payload: Option<u32>,
+    /// Registrations per transfer message.
+    pub(crate) max_regs: Option<u16>,
+    /// Service port.
+    pub(crate) port: Option<u16>,
+}
+
+/// A control command (`/sys/kernel/debug/fastreg/ctl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ctl<'a> {
+    /// `iface add DEV IP [queue_depth=N] [max_payload=N] [max_regs=N] [port=N]`.
+    IfaceAdd {
+        /// RDMA device name.
+        dev: &'a str,
+        /// Local IPv4 address.
+        ip: [u8; 4],
+        /// Tunables.
+        tun: IfaceTunables,
+    },
+    /// `iface del IP [port=N]`.
+    IfaceDel {
+        /// Local IPv4 address.
+        ip: [u8; 4],
+        /// Port, if not the default.
+        port: Option<u16>,
+    },
+    /// `ping LOCAL PEER [COUNT]`: IMMEDIATE round trips from interface LOCAL to PEER.
+    Ping {
+        /// Local interface address.
+        local: [u8; 4],
+        /// Peer address (an interface of any node, this one included).
+        peer: [u8; 4],
+        /// Round trips.
+        count: u32,
+    },
+    /// `close LOCAL PEER`: closes the connection between them.
+    Close {
+        /// Local interface address.
+        local: [u8; 4],
+        /// Peer address.
+        peer: [u8; 4],
+    },
+}
+
+fn parse_num<T: TryFrom<u64>>(v: &str, min: u64, max: u64) -> Result<T, ParseError> {
+    let n = parse_size(v).ok_or("bad number")?;
+    if n < min || n > max {
+        return Err("value out of range");
+    }
+    T::try_from(n).map_err(|_| "value out of range")
+}
+
+impl<'a> Ctl<'a> {
+    /// Parses a control command.
+    pub(crate) fn parse(line: &'a str) -> Result<Self, ParseError> {
+        let mut w = line.split_ascii_whitespace();
+        let ip =
+            |s: Option<&str>| parse_ipv4(s.ok_or("missing address")?).ok_or("bad IPv4 address");
+        match (w.next(), w.next()) {
+            (Some("iface"), Some("add")) => {
+                let dev = w.next().ok_or("missing device")?;
+                if dev.len() > MAX_DEV_NAME || !dev.bytes().all(|c| c.is_ascii_graphic()) {
+                    return Err("bad device name");
+                }
+                let ip = ip(w.next())?;
+                let mut tun = IfaceTunables::default();
+                for kv in w {
+                    let (k, v) = kv.split_once('=').ok_or("tunables are key=value")?;
+                    match k {
+                        "queue_depth" => tun.queue_depth = Some(parse_num(v, 1, 256)?),
+                        "max_payload" => tun.max_payload = Some(parse_num(v, 4096, 64 << 20)?),
+                        "max_regs" => tun.max_regs = Some(parse_num(v, 1, 64)?),
+                        "port" => tun.port = Some(parse_num(v, 1, 65535)?),
+                        _ => return Err("unknown tunable"),
+                    }
+                }
+                Ok(Ctl::IfaceAdd { dev, ip, tun })
+            }
+            (Some("iface"), Some("del")) => {
+                let ip = ip(w.next())?;
+                let port = match w.next() {
+                    Some(kv) => match kv.split_once('=') {
+                        Some(("port", v)) => Some(parse_num(v, 1, 65535)?),
+                        _ => return Err("unknown tunable"),
+                    },
+                    None => None,
+                };
+                if w.next().is_some() {
+                    return Err("too many words");
+                }
+                Ok(Ctl::IfaceDel { ip, port })
+            }
+            (Some("ping"), local) => {
+                let local = ip(local)?;
+                let peer = ip(w.next())?;
+                let count = match w.next() {
+                    Some(c) => parse_num(c, 1, u64::from(MAX_COUNT))?,
+                    None => 1,
+                };
+                if w.next().is_some() {
+                    return Err("too many words");
+                }
+                Ok(Ctl::Ping { local, peer, count })
+            }
+            (Some("close"), local) => {
+                let local = ip(local)?;
+                let peer = ip(w.next())?;
+                if w.next().is_some() {
+                    return Err("too many words");
+                }
+                Ok(Ctl::Close { local, peer })
+            }
+            _ => Err("unknown command"),
+        }
+    }
+}

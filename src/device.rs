@@ -22,6 +22,7 @@ use crate::{
         self,
         Figures, //
     },
+    conn::Ifaces,
     frag::Geometry,
     limits::DeviceAttrs,
     params::Params,
@@ -97,18 +98,25 @@ impl Devices {
         self.list.lock().iter().try_for_each(|d| f(d))
     }
 
+    /// The device in use named `name`, if any.
+    pub(crate) fn find_name(&self, name: &str) -> Option<Arc<DevRes>> {
+        self.list.lock().iter().find(|d| d.name() == name).cloned()
+    }
+
     /// The device in use that `device` is, if any.
     pub(crate) fn find(&self, device: &verbs::Device) -> Option<Arc<DevRes>> {
         self.list.lock().iter().find(|d| d.is(device)).cloned()
     }
 }
 
-/// The `ib_client` context: module-wide settings and the devices in use.
+/// The `ib_client` context: module-wide settings, the devices in use and the interfaces.
 pub(crate) struct Fastreg {
     /// Validated module parameters.
     pub(crate) params: Params,
     /// Devices in use.
     pub(crate) devices: Arc<Devices>,
+    /// Interfaces (on the devices in use).
+    pub(crate) ifaces: Arc<Ifaces>,
 }
 
 /// Pages one MR maps on a device: enough for `max_payload` at any offset, within what the
@@ -195,6 +203,8 @@ impl verbs::Client for Fastreg {
             .lock()
             .retain(|d| !Arc::ptr_eq(d, &data.res));
         data.res.removed.store(true, Relaxed);
+        // Connections first: they hold QPs and MRs on the device.
+        self.ifaces.remove_device(&data.res);
         pr_info!("{}: removed\n", data.res.name());
         // Dropping the last reference frees the pool's MRs and the PD (and with it the
         // device reference) before ib_core goes on unregistering the device. A user still

@@ -7,16 +7,20 @@
 
 mod budget;
 mod command;
+mod conn;
+mod conn_state;
 mod device;
 mod frag;
 mod limits;
 mod loopback;
 mod mr_state;
+mod negotiate;
 mod params;
 mod pool;
 mod report;
 mod verbs;
 mod wait;
+mod wire;
 
 #[cfg(CONFIG_KUNIT = "y")]
 mod kunit;
@@ -107,8 +111,13 @@ impl kernel::Module for FastregModule {
         let params = load_params()?;
         pr_info!("loaded: {}\n", report::Show(params.listing(" ")));
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
-        let report = report::Report::new(params, devices.clone())?;
-        let client = verbs::Registration::new(Fastreg { params, devices })?;
+        let ifaces = Arc::pin_init(conn::Ifaces::new(), GFP_KERNEL)?;
+        let report = report::Report::new(params, devices.clone(), ifaces.clone())?;
+        let client = verbs::Registration::new(Fastreg {
+            params,
+            devices,
+            ifaces,
+        })?;
         Ok(Self {
             _client: client,
             _report: report,

@@ -186,7 +186,7 @@ impl CmHandler for LbCtx {
                 }
             }
             (Role::Accepted, CmEvent::Established(_)) => sh.update(|s| s.server_up = true),
-            (_, CmEvent::Rejected(status)) => sh.fail(8, status),
+            (_, CmEvent::Rejected(status, _)) => sh.fail(8, status),
             (_, CmEvent::Other(event)) => {
                 pr_info!(
                     "loopback: {}\n",
@@ -217,6 +217,7 @@ impl CmHandler for LbCtx {
                 &res.pd,
                 caps,
                 &param,
+                |_| Ok(()),
             )
             .inspect_err(|e| sh.fail(4, e.to_errno()))?;
         sh.update(|s| s.accepted = Some(child));
@@ -284,7 +285,7 @@ impl Link {
             shared: shared.clone(),
             role: Role::Client,
         })?;
-        client.resolve_addr(addr, RESOLVE_MS)?;
+        client.resolve_addr(None, addr, RESOLVE_MS)?;
         // Wait for both ends, or a failure.
         let mut left = msecs_to_jiffies(CONNECT_MS);
         let mut st = shared.st.lock();

@@ -9,6 +9,10 @@
 //! - `loopback`: write `ADDR OFFSET LENGTH [COUNT [CONCURRENCY]]` to run transfers through a
 //!   connection of the module to itself; the write fails with the error of the first
 //!   failed transfer. Reading shows the result of the last command.
+//! - `ctl`: write a control command (`iface add|del`, `ping`, `close`, see
+//!   `Documentation/transport.rst`); the write fails with the command's error. Reading
+//!   shows the result of the last command.
+//! - `conns`: the interfaces and their connections.
 
 use kernel::{
     debugfs::{
@@ -28,9 +32,15 @@ use kernel::{
 
 use crate::{
     command,
+    conn::{
+        Iface,
+        Ifaces,
+        Tunables, //
+    },
     device::Devices,
     loopback,
-    params::Params, //
+    params::Params,
+    verbs, //
 };
 
 /// Shows a value of a pure type (one that implements `core::fmt::Display`) in the kernel's
@@ -98,18 +108,130 @@ impl Control {
     }
 }
 
+/// State behind the `ctl` file.
+#[pin_data]
+pub(crate) struct CtlFile {
+    devices: Arc<Devices>,
+    ifaces: Arc<Ifaces>,
+    params: Params,
+    #[pin]
+    last: Mutex<Option<CString>>,
+}
+
+impl CtlFile {
+    fn run(&self, reader: &mut UserSliceReader) -> Result {
+        let mut buf = [0u8; 160];
+        let n = reader.len();
+        if n >= buf.len() {
+            return Err(EINVAL);
+        }
+        reader.read_slice(&mut buf[..n])?;
+        let line = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?;
+        let cmd = command::Ctl::parse(line).map_err(|why| {
+            pr_err!("ctl: {}: {}\n", why, line.trim());
+            EINVAL
+        })?;
+        let mut last = self.last.lock();
+        let (r, text) = self.exec(&cmd);
+        *last = Some(text?);
+        r
+    }
+
+    fn exec(&self, cmd: &command::Ctl<'_>) -> (Result, Result<CString>) {
+        let p = &self.params;
+        // Connections that failed or were closed by their peer are torn down here, in
+        // process context, before anything else happens.
+        self.ifaces.reap();
+        match *cmd {
+            command::Ctl::IfaceAdd { dev, ip, tun } => {
+                let Some(res) = self.devices.find_name(dev) else {
+                    pr_err!("ctl: no RDMA device {} in use\n", dev);
+                    return (
+                        Err(ENODEV),
+                        CString::try_from_fmt(fmt!("error no device {}", dev)),
+                    );
+                };
+                let t = Tunables {
+                    queue_depth: tun.queue_depth.unwrap_or(p.queue_depth as u16),
+                    max_payload: tun.max_payload.unwrap_or(p.max_payload),
+                    max_regs: tun.max_regs.unwrap_or(16),
+                    port: tun.port.unwrap_or(p.port),
+                };
+                let addr = verbs::SockAddr { ip, port: t.port };
+                let r = Iface::new(res, addr, t, p.timeout.saturating_mul(1000))
+                    .and_then(|i| self.ifaces.add(i));
+                let text = match &r {
+                    Ok(()) => CString::try_from_fmt(fmt!("ok")),
+                    Err(e) => CString::try_from_fmt(fmt!("error {:?}", e)),
+                };
+                (r, text)
+            }
+            command::Ctl::IfaceDel { ip, port } => {
+                let r = self.ifaces.del(ip, port);
+                let text = CString::try_from_fmt(fmt!(
+                    "{}",
+                    if r.is_ok() {
+                        "ok"
+                    } else {
+                        "error no such interface"
+                    }
+                ));
+                (r, text)
+            }
+            command::Ctl::Ping { local, peer, count } => {
+                let Some(iface) = self.ifaces.find(local) else {
+                    return (
+                        Err(ENOENT),
+                        CString::try_from_fmt(fmt!("error no interface")),
+                    );
+                };
+                let to = verbs::SockAddr {
+                    ip: peer,
+                    port: iface.addr().port,
+                };
+                let timeout_ms = p.timeout.saturating_mul(1000);
+                let r = iface.connect(to).and_then(|c| c.ping(count, timeout_ms));
+                match r {
+                    Ok((n, min, avg, max)) => (
+                        Ok(()),
+                        CString::try_from_fmt(fmt!(
+                            "ok pings={} min_us={} avg_us={} max_us={}",
+                            n,
+                            min,
+                            avg,
+                            max
+                        )),
+                    ),
+                    Err(e) => (Err(e), CString::try_from_fmt(fmt!("error {:?}", e))),
+                }
+            }
+            command::Ctl::Close { local, peer } => {
+                let r = self.ifaces.find(local).ok_or(ENOENT).and_then(|i| {
+                    let port = i.addr().port;
+                    i.close(verbs::SockAddr { ip: peer, port })
+                });
+                let text =
+                    CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
+                (r, text)
+            }
+        }
+    }
+}
+
 /// The debugfs directory and its files; removed when dropped.
 pub(crate) struct Report {
     _params: Pin<KBox<File<Params>>>,
     _devices: Pin<KBox<File<Arc<Devices>>>>,
     _pools: Pin<KBox<File<Arc<Devices>>>>,
     _loopback: Pin<KBox<File<Control>>>,
+    _ctl: Pin<KBox<File<CtlFile>>>,
+    _conns: Pin<KBox<File<Arc<Ifaces>>>>,
     _dir: Dir,
 }
 
 impl Report {
     /// Creates `/sys/kernel/debug/fastreg/` and its files.
-    pub(crate) fn new(params: Params, devices: Arc<Devices>) -> Result<Self> {
+    pub(crate) fn new(params: Params, devices: Arc<Devices>, ifaces: Arc<Ifaces>) -> Result<Self> {
         let dir = Dir::new(c"fastreg");
         let p = KBox::pin_init(
             dir.read_callback_file(c"params", params, &|p: &Params, f| {
@@ -168,11 +290,13 @@ impl Report {
             }),
             GFP_KERNEL,
         )?;
+        let lb_devices = devices.clone();
+        let ctl_ifaces = ifaces.clone();
         let lb = KBox::pin_init(
             dir.read_write_callback_file(
                 c"loopback",
                 pin_init!(Control {
-                    devices,
+                    devices: lb_devices,
                     params,
                     last <- new_mutex!(None, "fastreg::Control::last"),
                 }),
@@ -184,11 +308,34 @@ impl Report {
             ),
             GFP_KERNEL,
         )?;
+        let ctl = KBox::pin_init(
+            dir.read_write_callback_file(
+                c"ctl",
+                pin_init!(CtlFile {
+                    devices,
+                    ifaces: ctl_ifaces,
+                    params,
+                    last <- new_mutex!(None, "fastreg::CtlFile::last"),
+                }),
+                &|c: &CtlFile, f| match &*c.last.lock() {
+                    Some(s) => writeln!(f, "{}", s.to_str().unwrap_or("?")),
+                    None => writeln!(f, "none"),
+                },
+                &|c: &CtlFile, r: &mut UserSliceReader| c.run(r),
+            ),
+            GFP_KERNEL,
+        )?;
+        let conns = KBox::pin_init(
+            dir.read_callback_file(c"conns", ifaces, &|i: &Arc<Ifaces>, f| i.write(f)),
+            GFP_KERNEL,
+        )?;
         Ok(Self {
             _params: p,
             _devices: d,
             _pools: pools,
             _loopback: lb,
+            _ctl: ctl,
+            _conns: conns,
             _dir: dir,
         })
     }

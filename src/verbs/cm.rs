@@ -34,6 +34,7 @@ use super::{
     Completion,
     Cq,
     Handler,
+    MsgBuf,
     Pd,
     SendChain,
     SendQueue, //
@@ -58,6 +59,21 @@ struct SockaddrIn {
 }
 
 impl SockAddr {
+    /// Reads an IPv4 `sockaddr_storage`; `None` for other families.
+    fn from_storage(ss: &bindings::__kernel_sockaddr_storage) -> Option<Self> {
+        // CAST: A `sockaddr_storage` is large and aligned enough for a `sockaddr_in`.
+        let sin = core::ptr::from_ref(ss).cast::<SockaddrIn>();
+        // SAFETY: `sin` points into `ss`, which is valid for reads of its whole size.
+        let sin = unsafe { &*sin };
+        if u32::from(sin.family) != bindings::AF_INET {
+            return None;
+        }
+        Some(Self {
+            ip: sin.addr,
+            port: u16::from_be_bytes(sin.port),
+        })
+    }
+
     fn raw(&self) -> SockaddrIn {
         SockaddrIn {
             family: bindings::AF_INET as u16,
@@ -68,10 +84,16 @@ impl SockAddr {
     }
 }
 
-impl kernel::fmt::Display for SockAddr {
+impl core::fmt::Display for SockAddr {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let [a, b, c, d] = self.ip;
         write!(f, "{a}.{b}.{c}.{d}:{}", self.port)
+    }
+}
+
+impl kernel::fmt::Display for SockAddr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(self, f)
     }
 }
 
@@ -84,8 +106,8 @@ pub(crate) enum CmEvent<'a> {
     RouteResolved,
     /// The connection is up; the peer's private data.
     Established(&'a [u8]),
-    /// The peer rejected the connection, with this status.
-    Rejected(i32),
+    /// The peer rejected the connection, with this status and its private data.
+    Rejected(i32, &'a [u8]),
     /// The connection is gone.
     Disconnected,
     /// The device is going away.
@@ -222,14 +244,25 @@ impl<T: CmHandler> Endpoint<T> {
         to_result(unsafe { ib::rdma_listen(self.id.as_ptr(), backlog) })
     }
 
-    /// Starts resolving `dst`; [`CmEvent::AddrResolved`] or [`CmEvent::Failed`] follows.
-    pub(crate) fn resolve_addr(&self, dst: SockAddr, timeout_ms: u16) -> Result {
+    /// Starts resolving `dst`, from `src` if given (its port is ignored);
+    /// [`CmEvent::AddrResolved`] or [`CmEvent::Failed`] follows.
+    pub(crate) fn resolve_addr(
+        &self,
+        src: Option<SockAddr>,
+        dst: SockAddr,
+        timeout_ms: u16,
+    ) -> Result {
         let sa = dst.raw();
-        // SAFETY: The id is valid; `sa` is a valid `sockaddr_in` for the call.
+        let mut from = src.map(|s| SockAddr { port: 0, ..s }.raw());
+        let from_ptr = match &mut from {
+            Some(f) => core::ptr::from_mut(f).cast(),
+            None => core::ptr::null_mut(),
+        };
+        // SAFETY: The id is valid; `sa` and `from` are valid `sockaddr_in`s for the call.
         to_result(unsafe {
             ib::rdma_resolve_addr(
                 self.id.as_ptr(),
-                core::ptr::null_mut(),
+                from_ptr,
                 (&raw const sa).cast(),
                 timeout_ms.into(),
             )
@@ -304,6 +337,8 @@ impl<T: CmHandler> Endpoint<T> {
     /// Waits up to [`POST_WAIT_MS`] for room in the send queue. On failure the chain is
     /// handed back (except when the device took part of it: then it is kept until the QP
     /// is drained, and the connection fails).
+    // The chain is handed back by value on failure so its storage is reused: no allocation.
+    #[expect(clippy::result_large_err)]
     pub(crate) fn post<H: Handler>(
         &self,
         mut chain: SendChain,
@@ -351,6 +386,45 @@ impl<T: CmHandler> Endpoint<T> {
             self.orphan(chain);
             Err((PostError::Device(ret), None))
         }
+    }
+
+    /// Disconnects without waiting (from any context but this id's handler's own
+    /// teardown): the QP moves to the error state and posted work requests flush.
+    pub(crate) fn disconnect(&self) {
+        self.sq.close();
+        // SAFETY: The id is valid; disconnecting twice only returns an error.
+        unsafe { ib::rdma_disconnect(self.id.as_ptr()) };
+    }
+
+    /// Posts a receive of up to `buf.len()` bytes into `buf`; `done` receives its
+    /// completion once.
+    pub(crate) fn post_recv<H: Handler>(
+        &self,
+        buf: &Arc<MsgBuf>,
+        done: &Arc<Completion<H>>,
+    ) -> Result {
+        let parts = self.qp.as_ref().ok_or(EINVAL)?;
+        let mut chain = SendChain::empty();
+        chain.hold_recv(buf)?;
+        let mut sge = buf.sge(buf.len() as u32);
+        let cqe = Completion::arm(done, chain).map_err(|_| EBUSY)?;
+        let mut wr = ib::ib_recv_wr {
+            sg_list: &mut sge,
+            num_sge: 1,
+            ..Default::default()
+        };
+        // SAFETY: The union member for kernel ULPs is `wr_cqe`.
+        unsafe { *wr.__bindgen_anon_1.wr_cqe.as_mut() = cqe };
+        let mut bad: *const ib::ib_recv_wr = core::ptr::null();
+        // SAFETY: The QP is valid; the work request and its entry are valid for the call
+        // (providers copy them); `buf` is held by the armed completion until it completes.
+        let ret = unsafe { ib::fastreg_ib_post_recv(parts.qp.as_ptr(), &wr, &mut bad) };
+        if ret != 0 {
+            // SAFETY: `cqe` came from `arm` and was not posted.
+            drop(unsafe { Completion::<H>::disarm(cqe) });
+            return Err(Error::from_errno(ret));
+        }
+        Ok(())
     }
 
     fn orphan(&self, chain: SendChain) {
@@ -419,7 +493,7 @@ impl<T: CmHandler> Endpoint<T> {
             ib::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_RESOLVED => CmEvent::AddrResolved,
             ib::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_RESOLVED => CmEvent::RouteResolved,
             ib::rdma_cm_event_type_RDMA_CM_EVENT_ESTABLISHED => CmEvent::Established(private),
-            ib::rdma_cm_event_type_RDMA_CM_EVENT_REJECTED => CmEvent::Rejected(ev.status),
+            ib::rdma_cm_event_type_RDMA_CM_EVENT_REJECTED => CmEvent::Rejected(ev.status, private),
             ib::rdma_cm_event_type_RDMA_CM_EVENT_DISCONNECTED => CmEvent::Disconnected,
             ib::rdma_cm_event_type_RDMA_CM_EVENT_DEVICE_REMOVAL => CmEvent::DeviceRemoval,
             ib::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_ERROR
@@ -479,19 +553,43 @@ pub(crate) struct ConnRequest<'a, T: CmHandler> {
 }
 
 impl<T: CmHandler> ConnRequest<'_, T> {
+    /// The requester's address.
+    pub(crate) fn peer(&self) -> Option<SockAddr> {
+        // SAFETY: The id is valid during the handler; rdma_cm filled its route addresses.
+        SockAddr::from_storage(unsafe { &(*self.id).route.addr.dst_addr })
+    }
+
     /// The requester's private data.
     pub(crate) fn private(&self) -> &[u8] {
         self.private
     }
 
-    /// Accepts: a new endpoint with context `ctx` and a QP of `caps` on `pd`, answering
-    /// with `param`. On error nothing is left and the request is refused.
+    /// Rejects with `private` data (for example the reason and local limits); the caller
+    /// then returns an error from its handler, and rdma_cm destroys the new id.
+    pub(crate) fn reject(self, private: &[u8]) -> Result {
+        let len = u8::try_from(private.len()).map_err(|_| EMSGSIZE)?;
+        // SAFETY: The id is the request's, valid during the handler; the data is valid for
+        // the call.
+        to_result(unsafe {
+            ib::rdma_reject(
+                self.id,
+                private.as_ptr().cast(),
+                len,
+                ib::ib_cm_rej_reason_IB_CM_REJ_CONSUMER_DEFINED as u8,
+            )
+        })
+    }
+
+    /// Accepts: a new endpoint with context `ctx` and a QP of `caps` on `pd`; `setup` runs
+    /// once the QP exists (to post receives), then the accept is sent with `param`. On
+    /// error nothing is left and the request is refused.
     pub(crate) fn accept(
         self,
         ctx: T,
         pd: &Arc<Pd>,
         caps: QpCaps,
         param: &ConnParam<'_>,
+        setup: impl FnOnce(&Arc<Endpoint<T>>) -> Result,
     ) -> Result<Arc<Endpoint<T>>> {
         let id = NonNull::new(self.id).ok_or(EINVAL)?;
         // INVARIANT: the new id's context is set to the new endpoint below, before any event
@@ -513,6 +611,7 @@ impl<T: CmHandler> ConnRequest<'_, T> {
             (*id.as_ptr()).context = core::ptr::from_ref::<Endpoint<T>>(&ep).cast_mut().cast()
         };
         ep.create_qp(pd, caps)?;
+        setup(&ep)?;
         let mut p = raw_param(param)?;
         // SAFETY: The id is valid and its handler lock is held (we are in its handler).
         to_result(unsafe { ib::rdma_accept(id.as_ptr(), &mut p) })?;

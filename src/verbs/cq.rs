@@ -99,6 +99,23 @@ impl Wc<'_> {
         unsafe { CStr::from_char_ptr(ib::ib_wc_status_msg(self.0.status)) }
     }
 
+    /// Bytes received (receive completions).
+    pub(crate) fn byte_len(&self) -> u32 {
+        self.0.byte_len
+    }
+
+    /// The rkey the peer invalidated with this message (`IB_WC_WITH_INVALIDATE`), if any.
+    // Used once PUT/GET complete with SEND_WITH_INV.
+    #[allow(dead_code)]
+    pub(crate) fn invalidated_rkey(&self) -> Option<u32> {
+        if self.0.wc_flags & ib::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0 {
+            // SAFETY: The union holds `invalidate_rkey` when the flag is set.
+            Some(unsafe { *self.0.ex.invalidate_rkey.as_ref() })
+        } else {
+            None
+        }
+    }
+
     /// The provider's error detail.
     pub(crate) fn vendor_err(&self) -> u32 {
         self.0.vendor_err
@@ -162,6 +179,8 @@ impl<T: Handler> Completion<T> {
 
     /// Records `chain` as posted and returns the `wr_cqe` for its last work request, which
     /// carries one reference to `this`. Gives the chain back if one is already posted.
+    // The chain is handed back by value when refused, so its storage is reused.
+    #[expect(clippy::result_large_err)]
     pub(super) fn arm(this: &Arc<Self>, chain: SendChain) -> Result<*mut ib::ib_cqe, SendChain> {
         let mut slot = this.posted.lock();
         if slot.is_some() {
@@ -202,7 +221,9 @@ impl<T: Handler> Completion<T> {
         // SAFETY: Send chains are posted on QPs whose `qp_context` is their `SendQueue`,
         // which lives until the QP is drained and destroyed.
         let sq = unsafe { &*(*wc.qp).qp_context.cast::<SendQueue>() };
-        sq.release(chain.len() as u32);
+        if !chain.is_recv() {
+            sq.release(chain.len() as u32);
+        }
         T::done(this, &Wc(wc), chain);
     }
 }

@@ -69,3 +69,34 @@ int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 {
 	return ib_post_send(qp, wr, bad_wr);
 }
+
+int fastreg_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad_wr)
+{
+	return ib_post_recv(qp, wr, bad_wr);
+}
+
+u64 fastreg_ib_dma_map_single(struct ib_device *dev, void *cpu_addr, size_t size)
+{
+	return ib_dma_map_single(dev, cpu_addr, size, DMA_BIDIRECTIONAL);
+}
+
+int fastreg_ib_dma_mapping_error(struct ib_device *dev, u64 dma_addr)
+{
+	return ib_dma_mapping_error(dev, dma_addr);
+}
+
+void fastreg_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size)
+{
+	ib_dma_unmap_single(dev, addr, size, DMA_BIDIRECTIONAL);
+}
+
+void fastreg_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size)
+{
+	ib_dma_sync_single_for_cpu(dev, addr, size, DMA_BIDIRECTIONAL);
+}
+
+void fastreg_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size)
+{
+	ib_dma_sync_single_for_device(dev, addr, size, DMA_BIDIRECTIONAL);
+}

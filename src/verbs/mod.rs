@@ -14,6 +14,7 @@ mod cq;
 mod device;
 mod ib;
 mod mr;
+mod msgbuf;
 mod pd;
 mod qp;
 mod wr;
@@ -50,6 +51,7 @@ pub(crate) use mr::{
     Mr,
     SglSpan, //
 };
+pub(crate) use msgbuf::MsgBuf;
 pub(crate) use pd::Pd;
 pub(crate) use qp::SendQueue;
 pub(crate) use wr::{
@@ -58,6 +60,12 @@ pub(crate) use wr::{
     RdmaOp,
     SendChain, //
 };
+
+/// A random non-zero 64-bit number: the incarnation stamp of an interface.
+pub(crate) fn incarnation() -> u64 {
+    // SAFETY: `get_random_u64` has no preconditions.
+    unsafe { kernel::bindings::get_random_u64() | 1 }
+}
 
 /// Low-level helpers exposed to in-module KUnit tests.
 #[cfg(CONFIG_KUNIT = "y")]

@@ -18,7 +18,8 @@ use kernel::{
 use super::{
     ib,
     mr::RawMr,
-    Mr, //
+    Mr,
+    MsgBuf, //
 };
 use crate::mr_state::{
     self,
@@ -81,7 +82,9 @@ pub(crate) struct SendChain {
     ranges: KVec<SgeRange>,
     sges: KVec<ib::ib_sge>,
     mrs: KVec<Arc<RawMr>>,
+    bufs: KVec<Arc<MsgBuf>>,
     fence_next: bool,
+    recv: bool,
 }
 
 // SAFETY: The raw pointers in the work requests point into the chain's own storage or at
@@ -98,7 +101,9 @@ impl SendChain {
             ranges: KVec::new(),
             sges: KVec::new(),
             mrs: KVec::new(),
+            bufs: KVec::new(),
             fence_next: false,
+            recv: false,
         }
     }
 
@@ -109,7 +114,9 @@ impl SendChain {
             ranges: KVec::with_capacity(wrs, GFP_KERNEL)?,
             sges: KVec::with_capacity(sges, GFP_KERNEL)?,
             mrs: KVec::with_capacity(wrs, GFP_KERNEL)?,
+            bufs: KVec::with_capacity(1, GFP_KERNEL)?,
             fence_next: false,
+            recv: false,
         })
     }
 
@@ -119,7 +126,46 @@ impl SendChain {
         self.ranges.clear();
         self.sges.clear();
         self.mrs.clear();
+        self.bufs.clear();
         self.fence_next = false;
+        self.recv = false;
+    }
+
+    /// Holds `buf` for a receive work request (posted by `Endpoint::post_recv`).
+    pub(super) fn hold_recv(&mut self, buf: &Arc<MsgBuf>) -> Result {
+        self.clear();
+        self.recv = true;
+        self.bufs.push(buf.clone(), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Whether this holds a receive rather than send work requests.
+    pub(super) fn is_recv(&self) -> bool {
+        self.recv
+    }
+
+    /// Appends a SEND of the first `len` bytes of `buf`; with `invalidate`, a
+    /// SEND_WITH_INV that also invalidates that rkey at the peer.
+    pub(crate) fn send(&mut self, buf: &Arc<MsgBuf>, len: u32, invalidate: Option<u32>) -> Result {
+        let start = self.sges.len() as u32;
+        self.sges.push(buf.sge(len), GFP_KERNEL)?;
+        self.bufs.push(buf.clone(), GFP_KERNEL)?;
+        let mut wr = match invalidate {
+            Some(rkey) => {
+                let mut wr = self.base(ib::ib_wr_opcode_IB_WR_SEND_WITH_INV);
+                // SAFETY: The union holds `invalidate_rkey` for SEND_WITH_INV.
+                unsafe { *wr.ex.invalidate_rkey.as_mut() = rkey };
+                wr
+            }
+            None => self.base(ib::ib_wr_opcode_IB_WR_SEND),
+        };
+        wr.num_sge = 1;
+        self.push(
+            AnyWr {
+                send: ManuallyDrop::new(wr),
+            },
+            SgeRange { start, count: 1 },
+        )
     }
 
     /// Number of work requests.

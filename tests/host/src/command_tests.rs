@@ -73,3 +73,67 @@ fn loopback_commands() {
         assert_eq!(Loopback::parse(bad), Err(why), "{bad}");
     }
 }
+
+#[test]
+fn control_commands() {
+    use crate::command::{Ctl, IfaceTunables};
+    assert_eq!(
+        Ctl::parse("iface add rxe1 10.1.0.1 queue_depth=4 max_payload=1M port=9000\n"),
+        Ok(Ctl::IfaceAdd {
+            dev: "rxe1",
+            ip: [10, 1, 0, 1],
+            tun: IfaceTunables {
+                queue_depth: Some(4),
+                max_payload: Some(1 << 20),
+                max_regs: None,
+                port: Some(9000),
+            },
+        })
+    );
+    assert_eq!(
+        Ctl::parse("iface del 10.1.0.1"),
+        Ok(Ctl::IfaceDel {
+            ip: [10, 1, 0, 1],
+            port: None
+        })
+    );
+    assert_eq!(
+        Ctl::parse("ping 10.1.0.1 10.1.0.2 5"),
+        Ok(Ctl::Ping {
+            local: [10, 1, 0, 1],
+            peer: [10, 1, 0, 2],
+            count: 5
+        })
+    );
+    assert_eq!(
+        Ctl::parse("close 10.1.0.1 10.1.0.2"),
+        Ok(Ctl::Close {
+            local: [10, 1, 0, 1],
+            peer: [10, 1, 0, 2]
+        })
+    );
+    for (bad, why) in [
+        ("", "unknown command"),
+        ("iface add", "missing device"),
+        ("iface add rxe0", "missing address"),
+        ("iface add rxe0 1.2.3.4 queue_depth=0", "value out of range"),
+        (
+            "iface add rxe0 1.2.3.4 queue_depth=257",
+            "value out of range",
+        ),
+        (
+            "iface add rxe0 1.2.3.4 max_payload=1k",
+            "value out of range",
+        ),
+        ("iface add rxe0 1.2.3.4 colour=blue", "unknown tunable"),
+        (
+            "iface add rxe0 1.2.3.4 queue_depth",
+            "tunables are key=value",
+        ),
+        ("ping 1.2.3.4", "missing address"),
+        ("ping 1.2.3.4 1.2.3.5 0", "value out of range"),
+        ("frobnicate", "unknown command"),
+    ] {
+        assert_eq!(Ctl::parse(bad), Err(why), "{bad}");
+    }
+}

@@ -1,0 +1,1232 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Interfaces and connections: negotiation, messages and credits.
+//!
+//! An [`Iface`] is an RDMA device and a local IPv4 address (and port) that fastreg listens
+//! on, with its own tunables. A [`Conn`] is a connection between two interfaces (of this
+//! node or another): its state follows [`crate::conn_state`], its parameters are negotiated
+//! with [`crate::negotiate`] through rdma_cm private data, and its messages are
+//! [`crate::wire`] messages over SEND/RECV, under credit flow control.
+//!
+//! Credits: each side posts `queue_depth + 2` receive buffers. A message costs the sender a
+//! credit; the receiver reposts the buffer and returns the credit in the header of its next
+//! message, or in a NOOP when `queue_depth / 2` credits are owed and nothing else goes out.
+//! Ordinary messages never take the last credit, which is kept for a NOOP, so both sides can
+//! always return credits to each other.
+//!
+//! Work that must not run in a completion or rdma_cm handler (draining a QP, destroying an
+//! endpoint, reconnecting) is done by the thread that asked for the connection, or by the
+//! interface's teardown; handlers only record what happened and wake it.
+
+use kernel::{
+    new_condvar, new_mutex,
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
+        ArcBorrow,
+        CondVar,
+        Mutex, //
+    },
+    time::{
+        msecs_to_jiffies,
+        Instant,
+        Monotonic, //
+    },
+};
+
+use crate::{
+    conn_state::{
+        self,
+        Action,
+        Event,
+        State, //
+    },
+    device::DevRes,
+    negotiate::{
+        self,
+        Answer,
+        Reason,
+        Retry, //
+    },
+    report::Show,
+    verbs::{
+        self,
+        CmEvent,
+        CmHandler,
+        Completion,
+        ConnParam,
+        ConnRequest,
+        Endpoint,
+        Handler,
+        MsgBuf,
+        QpCaps,
+        SendChain,
+        SockAddr,
+        Wc, //
+    },
+    wait,
+    wire::{
+        self,
+        Body,
+        ConnParams,
+        Limits,
+        Msg, //
+    },
+};
+
+/// Receive buffers and message slots beyond the queue depth (for NOOPs and replies).
+const EXTRA: u32 = 2;
+/// How long connecting may take.
+const CONNECT_MS: u32 = 10_000;
+/// rdma_cm resolution timeout.
+const RESOLVE_MS: u16 = 2000;
+/// Connection attempts (negotiation rounds) before giving up.
+const MAX_ATTEMPTS: u32 = 6;
+
+/// Tunables of an interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tunables {
+    /// Transfers (and credits) per connection.
+    pub(crate) queue_depth: u16,
+    /// Largest transfer.
+    pub(crate) max_payload: u32,
+    /// Registrations per transfer message.
+    pub(crate) max_regs: u16,
+    /// rdma_cm service port.
+    pub(crate) port: u16,
+}
+
+struct IfaceState {
+    listener: Option<Arc<Endpoint<Ctx>>>,
+    conns: KVec<Arc<Conn>>,
+    closed: bool,
+}
+
+/// Rejects by reason (index: the reason's number).
+struct RejectCounts([Atomic<u64>; 10]);
+
+impl RejectCounts {
+    const fn new() -> Self {
+        Self([const { Atomic::new(0) }; 10])
+    }
+
+    fn count(&self, why: Reason) {
+        if let Some(n) = self.0.get(why as usize) {
+            n.fetch_add(1, Relaxed);
+        }
+    }
+
+    fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut any = false;
+        for (i, n) in self.0.iter().enumerate() {
+            let n = n.load(Relaxed);
+            if n == 0 {
+                continue;
+            }
+            let name = Reason::from_u8(i as u8)
+                .map(|r| r.name())
+                .unwrap_or("other");
+            write!(f, "{}{}:{}", if any { "," } else { "" }, name, n)?;
+            any = true;
+        }
+        if !any {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+/// A local interface.
+#[pin_data]
+pub(crate) struct Iface {
+    res: Arc<DevRes>,
+    addr: SockAddr,
+    tun: Tunables,
+    stamp: u64,
+    timeout_ms: u32,
+    rejects_sent: RejectCounts,
+    rejects_received: RejectCounts,
+    #[pin]
+    st: Mutex<IfaceState>,
+}
+
+/// The context of every endpoint of the transport.
+pub(crate) enum Ctx {
+    /// A listening endpoint of an interface.
+    Listener(Arc<Iface>),
+    /// The endpoint of a connection.
+    Conn(Arc<Conn>),
+}
+
+#[derive(Clone, Copy, Default)]
+struct Stats {
+    tx: u64,
+    rx: u64,
+    noops_tx: u64,
+    noops_rx: u64,
+    attempts: u32,
+}
+
+struct ConnState {
+    state: State,
+    ep: Option<Arc<Endpoint<Ctx>>>,
+    asked: ConnParams,
+    params: Option<ConnParams>,
+    peer_stamp: u64,
+    retry: Option<Retry>,
+    reason: Option<&'static str>,
+    credits: u32,
+    outstanding: u32,
+    /// Idle send slots, each with its chain storage.
+    tx_free: KVec<(Arc<Completion<TxSlot>>, SendChain)>,
+    rx: KVec<Arc<Completion<RxSlot>>>,
+    /// Cookies of pings to answer, waiting for a credit.
+    pongs_owed: KVec<u64>,
+    last_pong: Option<u64>,
+    stats: Stats,
+}
+
+/// A connection.
+#[pin_data]
+pub(crate) struct Conn {
+    iface: Arc<Iface>,
+    peer: SockAddr,
+    active: bool,
+    #[pin]
+    st: Mutex<ConnState>,
+    #[pin]
+    cv: CondVar,
+}
+
+/// A message slot for sending.
+pub(crate) struct TxSlot {
+    conn: Arc<Conn>,
+    buf: Arc<MsgBuf>,
+}
+
+/// A receive buffer.
+pub(crate) struct RxSlot {
+    conn: Arc<Conn>,
+    buf: Arc<MsgBuf>,
+}
+
+fn refused() -> Error {
+    Error::from_errno(-(kernel::bindings::ECONNREFUSED as i32))
+}
+
+fn not_connected() -> Error {
+    Error::from_errno(-(kernel::bindings::ENOTCONN as i32))
+}
+
+impl Iface {
+    /// Creates an interface on `res` at `addr` and starts listening.
+    pub(crate) fn new(
+        res: Arc<DevRes>,
+        addr: SockAddr,
+        tun: Tunables,
+        timeout_ms: u32,
+    ) -> Result<Arc<Self>> {
+        let iface = Arc::pin_init(
+            pin_init!(Self {
+                res,
+                addr,
+                tun,
+                stamp: verbs::incarnation(),
+                timeout_ms,
+                rejects_sent: RejectCounts::new(),
+                rejects_received: RejectCounts::new(),
+                st <- new_mutex!(IfaceState {
+                    listener: None,
+                    conns: KVec::new(),
+                    closed: false,
+                }, "fastreg::Iface::st"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let listener = Endpoint::new(Ctx::Listener(iface.clone()))?;
+        let bound = listener.listen(addr, 64).and_then(|()| {
+            let on_dev = listener.device().map(|d| iface.res.is(d)).unwrap_or(false);
+            if on_dev {
+                Ok(())
+            } else {
+                pr_err!("{}: address is not on device {}\n", addr, iface.res.name());
+                Err(EINVAL)
+            }
+        });
+        if let Err(e) = bound {
+            // The listener refers to the interface: break the cycle before dropping it.
+            drop(listener);
+            return Err(e);
+        }
+        iface.st.lock().listener = Some(listener);
+        pr_info!(
+            "{}: interface {} up: queue_depth={} max_payload={} max_regs={}\n",
+            iface.res.name(),
+            addr,
+            tun.queue_depth,
+            tun.max_payload,
+            tun.max_regs
+        );
+        Ok(iface)
+    }
+
+    /// The address.
+    pub(crate) fn addr(&self) -> SockAddr {
+        self.addr
+    }
+
+    /// What this interface offers in negotiation.
+    fn local(&self) -> negotiate::Local {
+        negotiate::Local {
+            queue_depth: self.tun.queue_depth,
+            max_regs: self.tun.max_regs,
+            max_payload: self.tun.max_payload,
+            max_msg: wire::MAX_MSG,
+            page_size: PAGE_SIZE as u32,
+            features: wire::FEATURE_REMOTE_INV,
+            stamp: self.stamp,
+        }
+    }
+
+    /// Closes every connection and the listener; the interface is unusable afterwards.
+    pub(crate) fn shutdown(&self) {
+        let (listener, conns) = {
+            let mut st = self.st.lock();
+            st.closed = true;
+            (st.listener.take(), core::mem::take(&mut st.conns))
+        };
+        // The listener first: no new connection while the others go.
+        drop(listener);
+        for c in conns.iter() {
+            c.teardown("interface removed");
+        }
+        pr_info!("{}: interface {} down\n", self.res.name(), self.addr);
+    }
+
+    /// Drops connections that are closed (their teardown happens here, in process context).
+    pub(crate) fn reap(&self) {
+        let dead: KVec<Arc<Conn>> = {
+            let mut st = self.st.lock();
+            let mut dead = KVec::new();
+            let mut i = 0;
+            while i < st.conns.len() {
+                let closed = matches!(st.conns[i].state(), State::Closing | State::Closed);
+                if closed {
+                    if let Ok(c) = st.conns.remove(i) {
+                        let _ = dead.push(c, GFP_KERNEL);
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            dead
+        };
+        for c in dead.iter() {
+            c.teardown("closed");
+        }
+    }
+
+    /// The established connection to `peer`, connecting (and negotiating) if needed.
+    pub(crate) fn connect(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
+        self.reap();
+        {
+            let st = self.st.lock();
+            if st.closed {
+                return Err(ENODEV);
+            }
+            if let Some(c) = st
+                .conns
+                .iter()
+                .find(|c| c.peer == peer && c.active && c.state() == State::Established)
+            {
+                return Ok(c.clone());
+            }
+        }
+        let mut asked = self.local().params(0, 0);
+        for attempt in 0..MAX_ATTEMPTS {
+            let conn = Conn::new(self.clone(), peer, true, asked)?;
+            conn.st.lock().stats.attempts = attempt + 1;
+            self.st.lock().conns.push(conn.clone(), GFP_KERNEL)?;
+            let r = conn.start_active();
+            let outcome = match r {
+                Ok(()) => conn.wait_connected(),
+                Err(e) => Err(e),
+            };
+            if outcome.is_ok() {
+                return Ok(conn);
+            }
+            let retry = conn.st.lock().retry.take();
+            self.forget(&conn);
+            conn.teardown("connect failed");
+            match retry {
+                Some(Retry::With(lower)) => {
+                    pr_info!(
+                        "{} -> {}: retrying with queue_depth={} max_payload={} max_regs={}\n",
+                        self.addr,
+                        peer,
+                        lower.queue_depth,
+                        lower.max_payload,
+                        lower.max_regs
+                    );
+                    asked = lower;
+                }
+                Some(Retry::Again(p)) => {
+                    asked = p;
+                    kernel::time::delay::fsleep(kernel::time::Delta::from_millis(
+                        conn_state::backoff_ms(attempt).into(),
+                    ));
+                }
+                Some(Retry::Fail) | None => return Err(outcome.err().unwrap_or(refused())),
+            }
+        }
+        pr_err!(
+            "{} -> {}: no agreement after {} attempts\n",
+            self.addr,
+            peer,
+            MAX_ATTEMPTS
+        );
+        Err(refused())
+    }
+
+    fn forget(&self, conn: &Arc<Conn>) {
+        self.st.lock().conns.retain(|c| !Arc::ptr_eq(c, conn));
+    }
+
+    /// The connection to `peer` this interface initiated, if any.
+    pub(crate) fn find(&self, peer: SockAddr) -> Option<Arc<Conn>> {
+        self.st
+            .lock()
+            .conns
+            .iter()
+            .find(|c| c.peer == peer && c.active)
+            .cloned()
+    }
+
+    /// Closes the connection to `peer`, if any.
+    pub(crate) fn close(&self, peer: SockAddr) -> Result {
+        let c = self.find(peer).ok_or(ENOENT)?;
+        self.forget(&c);
+        c.teardown("closed by request");
+        Ok(())
+    }
+
+    /// Writes the interface and its connections, for debugfs.
+    pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let st = self.st.lock();
+        write!(
+            f,
+            "iface {} {} queue_depth={} max_payload={} max_regs={} stamp={:#x} rejects_sent=",
+            self.res.name(),
+            self.addr,
+            self.tun.queue_depth,
+            self.tun.max_payload,
+            self.tun.max_regs,
+            self.stamp
+        )?;
+        self.rejects_sent.write(f)?;
+        f.write_str(" rejects_received=")?;
+        self.rejects_received.write(f)?;
+        writeln!(f)?;
+        for c in st.conns.iter() {
+            c.write(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl Conn {
+    fn new(
+        iface: Arc<Iface>,
+        peer: SockAddr,
+        active: bool,
+        asked: ConnParams,
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                iface,
+                peer,
+                active,
+                st <- new_mutex!(ConnState {
+                    state: State::Idle,
+                    ep: None,
+                    asked,
+                    params: None,
+                    peer_stamp: 0,
+                    retry: None,
+                    reason: None,
+                    credits: 0,
+                    outstanding: 0,
+                    tx_free: KVec::new(),
+                    rx: KVec::new(),
+                    pongs_owed: KVec::new(),
+                    last_pong: None,
+                    stats: Stats::default(),
+                }, "fastreg::Conn::st"),
+                cv <- new_condvar!("fastreg::Conn::cv"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The state.
+    pub(crate) fn state(&self) -> State {
+        self.st.lock().state
+    }
+
+    fn caps(qd: u16) -> QpCaps {
+        let slots = u32::from(qd) + EXTRA;
+        QpCaps {
+            send_wr: slots + 1,
+            recv_wr: slots + 1,
+            send_sge: 1,
+            recv_sge: 1,
+        }
+    }
+
+    /// Allocates message slots and buffers for queue depth `qd`, and posts the receives.
+    fn setup(self: &Arc<Self>, ep: &Arc<Endpoint<Ctx>>, qd: u16) -> Result {
+        let slots = (u32::from(qd) + EXTRA) as usize;
+        let pd = &self.iface.res.pd;
+        let mut tx = KVec::with_capacity(slots, GFP_KERNEL)?;
+        let mut rx = KVec::with_capacity(slots, GFP_KERNEL)?;
+        for _ in 0..slots {
+            tx.push(
+                (
+                    Completion::new(TxSlot {
+                        conn: self.clone(),
+                        buf: MsgBuf::new(pd, wire::MAX_MSG as usize)?,
+                    })?,
+                    SendChain::with_capacity(1, 1)?,
+                ),
+                GFP_KERNEL,
+            )?;
+            rx.push(
+                Completion::new(RxSlot {
+                    conn: self.clone(),
+                    buf: MsgBuf::new(pd, wire::MAX_MSG as usize)?,
+                })?,
+                GFP_KERNEL,
+            )?;
+        }
+        for r in rx.iter() {
+            ep.post_recv(&r.value().buf, r)?;
+        }
+        let mut st = self.st.lock();
+        st.pongs_owed.reserve(slots, GFP_KERNEL)?;
+        st.tx_free = tx;
+        st.rx = rx;
+        Ok(())
+    }
+
+    /// Starts an active connection.
+    fn start_active(self: &Arc<Self>) -> Result {
+        let ep = Endpoint::new(Ctx::Conn(self.clone()))?;
+        let mut st = self.st.lock();
+        st.ep = Some(ep.clone());
+        let (s, a) = conn_state::next(st.state, Event::Connect);
+        st.state = s;
+        drop(st);
+        if a == Action::ResolveAddr {
+            ep.resolve_addr(Some(self.iface.addr), self.peer, RESOLVE_MS)?;
+        }
+        Ok(())
+    }
+
+    fn wait_connected(&self) -> Result {
+        let mut left = msecs_to_jiffies(CONNECT_MS);
+        let mut st = self.st.lock();
+        loop {
+            match st.state {
+                State::Established => return Ok(()),
+                State::Closing | State::Closed => {
+                    pr_err!(
+                        "{} -> {}: connection failed: {}\n",
+                        self.iface.addr,
+                        self.peer,
+                        st.reason.unwrap_or("?")
+                    );
+                    return Err(refused());
+                }
+                _ => {}
+            }
+            if left == 0 {
+                st.reason = Some("connect timed out");
+                st.retry = Some(Retry::Fail);
+                pr_err!(
+                    "{} -> {}: connect timed out ({})\n",
+                    self.iface.addr,
+                    self.peer,
+                    st.state.name()
+                );
+                return Err(ETIMEDOUT);
+            }
+            if !wait::step(&self.cv, &mut st, &mut left) {
+                return Err(ERESTARTSYS);
+            }
+        }
+    }
+
+    /// Applies `event`; records `reason` when it ends the connection. Returns the action.
+    fn on(&self, st: &mut ConnState, event: Event, reason: &'static str) -> Action {
+        let (s, a) = conn_state::next(st.state, event);
+        if matches!(a, Action::Teardown | Action::TeardownAndRetry) {
+            if st.reason.is_none() {
+                st.reason = Some(reason);
+            }
+            if st.state == State::Established {
+                pr_info!(
+                    "{} {} {}: closing: {}\n",
+                    self.iface.addr,
+                    if self.active { "->" } else { "<-" },
+                    self.peer,
+                    reason
+                );
+            }
+            // Flush everything posted; the owner drains and frees later, outside handlers.
+            if let Some(ep) = &st.ep {
+                ep.disconnect();
+            }
+        }
+        st.state = s;
+        self.cv.notify_all();
+        a
+    }
+
+    /// Fails the connection with `reason`.
+    fn fail(&self, reason: &'static str) {
+        let mut st = self.st.lock();
+        self.on(&mut st, Event::Error, reason);
+    }
+
+    /// Disconnects, drains, and frees the endpoint and the buffers. Process context only.
+    fn teardown(&self, reason: &'static str) {
+        let ep = {
+            let mut st = self.st.lock();
+            self.on(&mut st, Event::Close, reason);
+            st.ep.take()
+        };
+        if let Some(ep) = ep {
+            // Every posted work request completes (flushed) before this returns.
+            ep.close();
+            drop(ep);
+        }
+        let mut st = self.st.lock();
+        // The slots refer to the connection: break the cycle.
+        st.tx_free.clear();
+        st.rx.clear();
+        let (s, _) = conn_state::next(st.state, Event::Drained);
+        st.state = s;
+        self.cv.notify_all();
+    }
+
+    fn limits(&self, st: &ConnState) -> Option<Limits> {
+        let p = st.params?;
+        Some(Limits {
+            max_msg: p.max_msg,
+            max_payload: p.max_payload,
+            max_regs: p.max_regs,
+            max_credits: p.queue_depth.min(255) as u8 + EXTRA as u8,
+            checksum: false,
+            local_stamp: self.iface.stamp,
+            peer_stamp: st.peer_stamp,
+        })
+    }
+
+    /// Sends a message; `noop` may take the last credit. `EAGAIN` when no credit or slot.
+    fn send_locked(&self, st: &mut ConnState, body: Body<'_>, noop: bool) -> Result {
+        if st.state != State::Established
+            && !(st.state == State::PassiveWait && st.params.is_some())
+        {
+            return Err(not_connected());
+        }
+        let need = if noop { 1 } else { 2 };
+        if st.credits < need {
+            return Err(EAGAIN);
+        }
+        let ep = st.ep.clone().ok_or_else(not_connected)?;
+        let (slot, mut chain) = st.tx_free.pop().ok_or(EAGAIN)?;
+        let returned = st.outstanding.min(255);
+        let msg = Msg {
+            credits: returned as u8,
+            src_stamp: self.iface.stamp,
+            dst_stamp: st.peer_stamp,
+            body,
+        };
+        let buf = &slot.value().buf;
+        let n = buf.with(|b| wire::encode(&msg, b, false));
+        let Some(n) = n else {
+            st.tx_free.push((slot, chain), GFP_NOWAIT)?;
+            return Err(EMSGSIZE);
+        };
+        chain.clear();
+        if let Err(e) = chain.send(buf, n as u32, None) {
+            st.tx_free.push((slot, chain), GFP_NOWAIT)?;
+            return Err(e);
+        }
+        match ep.post(chain, &slot) {
+            Ok(()) => {
+                st.credits -= 1;
+                st.outstanding -= returned;
+                st.stats.tx += 1;
+                if noop {
+                    st.stats.noops_tx += 1;
+                }
+                Ok(())
+            }
+            Err((e, chain)) => {
+                if let Some(chain) = chain {
+                    st.tx_free.push((slot, chain), GFP_NOWAIT)?;
+                }
+                Err(e.to_error())
+            }
+        }
+    }
+
+    /// Sends what waited for credits, then a NOOP if credits are owed and nothing went.
+    fn pump(&self, st: &mut ConnState) {
+        while let Some(&cookie) = st.pongs_owed.first() {
+            match self.send_locked(
+                st,
+                Body::Immediate {
+                    cookie,
+                    payload: b"pong",
+                },
+                false,
+            ) {
+                Ok(()) => {
+                    let _ = st.pongs_owed.remove(0);
+                }
+                Err(_) => break,
+            }
+        }
+        let Some(p) = st.params else { return };
+        let hiw = (u32::from(p.queue_depth) / 2).max(1);
+        if st.outstanding >= hiw && st.pongs_owed.is_empty() {
+            let _ = self.send_locked(st, Body::Noop, true);
+        }
+    }
+
+    /// Handles a received message of `len` bytes in `slot`, and reposts the buffer.
+    fn receive(self: &Arc<Self>, slot: &Arc<Completion<RxSlot>>, len: u32) {
+        let mut st = self.st.lock();
+        let Some(limits) = self.limits(&st) else {
+            drop(st);
+            return self.fail("message before the connection parameters");
+        };
+        // What to do, decided while the buffer is borrowed.
+        enum Todo {
+            Nothing,
+            Pong(u64),
+            PongSeen(u64),
+            Nak(u64, bool),
+        }
+        let decoded = slot.value().buf.with(|b| {
+            let b = &b[..(len as usize).min(b.len())];
+            wire::decode(b, &limits).map(|m| {
+                let todo = match m.body {
+                    Body::Noop => Todo::Nothing,
+                    Body::Immediate { cookie, payload } if payload == b"ping" => Todo::Pong(cookie),
+                    Body::Immediate { cookie, payload } if payload == b"pong" => {
+                        Todo::PongSeen(cookie)
+                    }
+                    Body::Immediate { .. } => Todo::Nothing,
+                    Body::PutReq { cookie, .. } => Todo::Nak(cookie, false),
+                    Body::GetReq { cookie, .. } => Todo::Nak(cookie, true),
+                    _ => Todo::Nak(u64::MAX, false),
+                };
+                (m.credits, m.kind(), todo)
+            })
+        });
+        let (credits, kind, todo) = match decoded {
+            Ok(d) => d,
+            Err(e) => {
+                pr_err!(
+                    "{} {} {}: invalid message: {}\n",
+                    self.iface.addr,
+                    if self.active { "->" } else { "<-" },
+                    self.peer,
+                    Show(e)
+                );
+                self.on(&mut st, Event::Error, "invalid message");
+                return;
+            }
+        };
+        st.stats.rx += 1;
+        if kind == wire::Type::Noop {
+            st.stats.noops_rx += 1;
+        }
+        st.credits += u32::from(credits);
+        let max = u32::from(limits.max_credits);
+        if st.credits > max {
+            pr_err!(
+                "{} {}: peer returned too many credits\n",
+                self.iface.addr,
+                self.peer
+            );
+            self.on(&mut st, Event::Error, "too many credits");
+            return;
+        }
+        match todo {
+            Todo::Nothing => {}
+            Todo::Pong(cookie) => {
+                // Reserved at setup: one per receive buffer.
+                let _ = st.pongs_owed.push(cookie, GFP_NOWAIT);
+            }
+            Todo::PongSeen(cookie) => {
+                st.last_pong = Some(cookie);
+                self.cv.notify_all();
+            }
+            Todo::Nak(cookie, _) if cookie == u64::MAX => {
+                self.on(&mut st, Event::Error, "unexpected message");
+                return;
+            }
+            Todo::Nak(cookie, get) => {
+                // Bulk transfers are not served yet: refuse them cleanly.
+                let status = -(kernel::bindings::EOPNOTSUPP as i32);
+                let body = if get {
+                    Body::Done {
+                        get: true,
+                        cookie,
+                        status,
+                    }
+                } else {
+                    Body::PutNak { cookie, status }
+                };
+                let _ = self.send_locked(&mut st, body, false);
+            }
+        }
+        // Repost the buffer: one more credit owed to the peer.
+        if let Some(ep) = st.ep.clone() {
+            if ep.post_recv(&slot.value().buf, slot).is_ok() {
+                st.outstanding += 1;
+            }
+        }
+        self.pump(&mut st);
+        self.cv.notify_all();
+    }
+
+    /// IMMEDIATE round trips: returns (round trips, min, avg, max microseconds).
+    pub(crate) fn ping(&self, count: u32, timeout_ms: u32) -> Result<(u32, u64, u64, u64)> {
+        let (mut min, mut max, mut sum) = (u64::MAX, 0u64, 0u64);
+        for i in 0..count {
+            let cookie = u64::from(i) | 0x5000_0000_0000_0000;
+            let start = Instant::<Monotonic>::now();
+            let mut left = msecs_to_jiffies(timeout_ms);
+            let mut st = self.st.lock();
+            // Send, waiting for a credit if needed.
+            loop {
+                match self.send_locked(
+                    &mut st,
+                    Body::Immediate {
+                        cookie,
+                        payload: b"ping",
+                    },
+                    false,
+                ) {
+                    Ok(()) => break,
+                    Err(e) if e == EAGAIN && left > 0 => {
+                        if !wait::step(&self.cv, &mut st, &mut left) {
+                            return Err(ERESTARTSYS);
+                        }
+                    }
+                    Err(e) if e == EAGAIN => return Err(ETIMEDOUT),
+                    Err(e) => return Err(e),
+                }
+            }
+            while st.last_pong != Some(cookie) {
+                if st.state != State::Established {
+                    return Err(not_connected());
+                }
+                if left == 0 {
+                    pr_err!(
+                        "{} -> {}: ping {} timed out\n",
+                        self.iface.addr,
+                        self.peer,
+                        i
+                    );
+                    return Err(ETIMEDOUT);
+                }
+                if !wait::step(&self.cv, &mut st, &mut left) {
+                    return Err(ERESTARTSYS);
+                }
+            }
+            drop(st);
+            let us = start.elapsed().as_micros_ceil() as u64;
+            min = min.min(us);
+            max = max.max(us);
+            sum += us;
+        }
+        Ok((count, min, sum / u64::from(count.max(1)), max))
+    }
+
+    fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let st = self.st.lock();
+        write!(
+            f,
+            "  conn {} {} state={} ",
+            if self.active { "->" } else { "<-" },
+            self.peer,
+            st.state.name()
+        )?;
+        match st.params {
+            Some(p) => write!(
+                f,
+                "queue_depth={} max_payload={} max_regs={} max_msg={} peer_page_size={} features={:#x} ",
+                p.queue_depth, p.max_payload, p.max_regs, p.max_msg, p.page_size, p.features
+            )?,
+            None => f.write_str("queue_depth=- ")?,
+        }
+        writeln!(
+            f,
+            "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} attempts={} reason={}",
+            st.credits,
+            st.outstanding,
+            st.stats.tx,
+            st.stats.rx,
+            st.stats.noops_tx,
+            st.stats.noops_rx,
+            st.stats.attempts,
+            st.reason.unwrap_or("-")
+        )
+    }
+}
+
+impl Handler for TxSlot {
+    fn done(this: Arc<Completion<Self>>, wc: &Wc<'_>, mut chain: SendChain) {
+        chain.clear();
+        let conn = this.value().conn.clone();
+        let mut st = conn.st.lock();
+        if !wc.ok() {
+            if !matches!(st.state, State::Closing | State::Closed) {
+                pr_err!(
+                    "{} {}: send failed: {}\n",
+                    conn.iface.addr,
+                    conn.peer,
+                    wc.status_msg().to_str().unwrap_or("?")
+                );
+                conn.on(&mut st, Event::Error, "send failed");
+            }
+            return;
+        }
+        // Room for every slot was reserved at setup.
+        let _ = st.tx_free.push((this, chain), GFP_NOWAIT);
+        conn.pump(&mut st);
+        conn.cv.notify_all();
+    }
+}
+
+impl Handler for RxSlot {
+    fn done(this: Arc<Completion<Self>>, wc: &Wc<'_>, _chain: SendChain) {
+        let conn = this.value().conn.clone();
+        if !wc.ok() {
+            let mut st = conn.st.lock();
+            if !matches!(st.state, State::Closing | State::Closed) {
+                pr_err!(
+                    "{} {}: receive failed: {}\n",
+                    conn.iface.addr,
+                    conn.peer,
+                    wc.status_msg().to_str().unwrap_or("?")
+                );
+                conn.on(&mut st, Event::Error, "receive failed");
+            }
+            return;
+        }
+        conn.receive(&this, wc.byte_len());
+    }
+}
+
+impl CmHandler for Ctx {
+    fn event(ep: ArcBorrow<'_, Endpoint<Self>>, ev: CmEvent<'_>) {
+        let Ctx::Conn(conn) = ep.ctx() else { return };
+        let mut st = conn.st.lock();
+        match ev {
+            CmEvent::AddrResolved => {
+                if conn_state::next(st.state, Event::AddrResolved).1 == Action::ResolveRoute {
+                    st.state = State::ResolvingRoute;
+                    if ep.resolve_route(RESOLVE_MS).is_err() {
+                        conn.on(&mut st, Event::Failed, "route resolution failed");
+                    }
+                }
+            }
+            CmEvent::RouteResolved => {
+                if conn_state::next(st.state, Event::RouteResolved).1 != Action::Connect {
+                    return;
+                }
+                st.state = State::Connecting;
+                let asked = st.asked;
+                drop(st);
+                let ep_arc: Arc<Endpoint<Ctx>> = ep.into();
+                let r = ep
+                    .create_qp(&conn.iface.res.pd, Conn::caps(asked.queue_depth))
+                    .and_then(|()| conn.setup(&ep_arc, asked.queue_depth))
+                    .and_then(|()| {
+                        let private = asked.encode();
+                        ep.connect(&ConnParam {
+                            private: &private,
+                            rd_atomic: 16,
+                        })
+                    });
+                if r.is_err() {
+                    conn.fail("connect failed");
+                }
+            }
+            CmEvent::Established(private) => {
+                if conn.active {
+                    let granted = match ConnParams::decode(private) {
+                        Ok(g) if negotiate::check_accept(&st.asked, &g) => g,
+                        _ => {
+                            pr_err!(
+                                "{} -> {}: the accept grants more than asked, or is malformed\n",
+                                conn.iface.addr,
+                                conn.peer
+                            );
+                            st.retry = Some(Retry::Fail);
+                            conn.on(&mut st, Event::RejectedFinal, "bad accept");
+                            return;
+                        }
+                    };
+                    st.params = Some(granted);
+                    st.peer_stamp = granted.stamp;
+                    st.credits = u32::from(granted.queue_depth) + EXTRA;
+                }
+                conn.on(&mut st, Event::Established, "");
+                pr_info!(
+                    "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} sq_depth={}\n",
+                    conn.iface.addr,
+                    if conn.active { "->" } else { "<-" },
+                    conn.peer,
+                    st.params.map(|p| p.queue_depth).unwrap_or(0),
+                    st.params.map(|p| p.max_payload).unwrap_or(0),
+                    st.params.map(|p| p.max_regs).unwrap_or(0),
+                    ep.caps().map(|c| c.send_wr).unwrap_or(0)
+                );
+                conn.pump(&mut st);
+            }
+            CmEvent::Rejected(status, private) => match ConnParams::decode(private) {
+                Ok(limits) => {
+                    let why = Reason::from_u8(limits.reason);
+                    if let Some(r) = why {
+                        conn.iface.rejects_received.count(r);
+                    }
+                    pr_info!(
+                        "{} -> {}: rejected ({}); peer limits: queue_depth={} max_payload={} max_regs={}\n",
+                        conn.iface.addr,
+                        conn.peer,
+                        why.map(|r| r.name()).unwrap_or("unknown"),
+                        limits.queue_depth,
+                        limits.max_payload,
+                        limits.max_regs
+                    );
+                    let retry = negotiate::on_reject(&st.asked, &limits);
+                    st.retry = Some(retry);
+                    let ev = if matches!(retry, Retry::Fail) {
+                        Event::RejectedFinal
+                    } else {
+                        Event::RejectedRetry
+                    };
+                    conn.on(&mut st, ev, "rejected by the peer");
+                }
+                Err(_) => {
+                    pr_err!(
+                        "{} -> {}: rejected (status {}): no fastreg listener there?\n",
+                        conn.iface.addr,
+                        conn.peer,
+                        status
+                    );
+                    st.retry = Some(Retry::Fail);
+                    conn.on(&mut st, Event::RejectedFinal, "rejected");
+                }
+            },
+            CmEvent::Failed(event, status) => {
+                pr_err!(
+                    "{} -> {}: {} (status {})\n",
+                    conn.iface.addr,
+                    conn.peer,
+                    verbs::event_name(event).to_str().unwrap_or("?"),
+                    status
+                );
+                st.retry = Some(Retry::Fail);
+                conn.on(&mut st, Event::Failed, "unreachable");
+            }
+            CmEvent::Disconnected => {
+                conn.on(&mut st, Event::Disconnected, "disconnected by the peer");
+            }
+            CmEvent::DeviceRemoval => {
+                conn.on(&mut st, Event::DeviceRemoval, "device removed");
+            }
+            CmEvent::Other(_) => {}
+        }
+    }
+
+    fn connect_request(ep: ArcBorrow<'_, Endpoint<Self>>, req: ConnRequest<'_, Self>) -> Result {
+        let Ctx::Listener(iface) = ep.ctx() else {
+            return Err(EINVAL);
+        };
+        let me = iface.local();
+        let peer = req.peer().unwrap_or(SockAddr {
+            ip: [0; 4],
+            port: 0,
+        });
+        let answer = match ConnParams::decode(req.private()) {
+            Ok(asked) => negotiate::answer(&asked, &me),
+            Err(_) => Answer::Reject(Reason::Malformed, me.params(0, Reason::Malformed as u8)),
+        };
+        match answer {
+            Answer::Reject(why, limits) => {
+                iface.rejects_sent.count(why);
+                pr_info!("{} <- {}: rejecting: {}\n", iface.addr, peer, why.name());
+                let _ = req.reject(&limits.encode());
+                Err(EINVAL)
+            }
+            Answer::Accept(granted) => {
+                if iface.st.lock().closed {
+                    return Err(ENODEV);
+                }
+                let conn = Conn::new(iface.clone(), peer, false, granted)?;
+                {
+                    let mut st = conn.st.lock();
+                    st.params = Some(granted);
+                    st.peer_stamp = granted.dst_stamp;
+                    st.credits = u32::from(granted.queue_depth) + EXTRA;
+                    conn.on(&mut st, Event::Accepted, "");
+                }
+                let private = granted.encode();
+                let setup_conn = conn.clone();
+                let accepted = req.accept(
+                    Ctx::Conn(conn.clone()),
+                    &iface.res.pd,
+                    Conn::caps(granted.queue_depth),
+                    &ConnParam {
+                        private: &private,
+                        rd_atomic: 16,
+                    },
+                    move |ep| setup_conn.setup(ep, granted.queue_depth),
+                );
+                match accepted {
+                    Ok(ep) => {
+                        conn.st.lock().ep = Some(ep);
+                        iface.st.lock().conns.push(conn, GFP_KERNEL)?;
+                        Ok(())
+                    }
+                    Err(e) => {
+                        // The slots refer to the connection: break the cycle.
+                        let mut st = conn.st.lock();
+                        st.tx_free.clear();
+                        st.rx.clear();
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The interfaces of the module.
+#[pin_data]
+pub(crate) struct Ifaces {
+    #[pin]
+    list: Mutex<KVec<Arc<Iface>>>,
+}
+
+impl Ifaces {
+    /// No interface.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            list <- new_mutex!(KVec::new(), "fastreg::Ifaces::list"),
+        })
+    }
+
+    /// Adds an interface; refuses a second one on the same address and port.
+    pub(crate) fn add(&self, iface: Arc<Iface>) -> Result {
+        let mut list = self.list.lock();
+        if list.iter().any(|i| i.addr == iface.addr) {
+            drop(list);
+            iface.shutdown();
+            return Err(EEXIST);
+        }
+        list.push(iface, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Tears down the connections of every interface that are closing or closed.
+    pub(crate) fn reap(&self) {
+        let list: KVec<Arc<Iface>> = {
+            let list = self.list.lock();
+            let mut v = KVec::new();
+            for i in list.iter() {
+                if v.push(i.clone(), GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+            v
+        };
+        for i in list.iter() {
+            i.reap();
+        }
+    }
+
+    /// The interface at `ip` (any port).
+    pub(crate) fn find(&self, ip: [u8; 4]) -> Option<Arc<Iface>> {
+        self.list.lock().iter().find(|i| i.addr.ip == ip).cloned()
+    }
+
+    /// Removes the interface at `ip` (and `port`, if given).
+    pub(crate) fn del(&self, ip: [u8; 4], port: Option<u16>) -> Result {
+        let gone = {
+            let mut list = self.list.lock();
+            let pos = list
+                .iter()
+                .position(|i| i.addr.ip == ip && port.is_none_or(|p| p == i.addr.port))
+                .ok_or(ENOENT)?;
+            list.remove(pos).map_err(|_| ENOENT)?
+        };
+        gone.shutdown();
+        Ok(())
+    }
+
+    /// Removes every interface on the device `res` (it is going away).
+    pub(crate) fn remove_device(&self, res: &DevRes) {
+        let mut gone = KVec::new();
+        {
+            let mut list = self.list.lock();
+            let mut i = 0;
+            while i < list.len() {
+                if core::ptr::eq(&*list[i].res, res) {
+                    if let Ok(x) = list.remove(i) {
+                        let _ = gone.push(x, GFP_KERNEL);
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for i in gone.iter() {
+            i.shutdown();
+        }
+    }
+
+    /// Writes every interface and connection, for debugfs, then the connections by state.
+    pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let list = self.list.lock();
+        let mut by_state = [0u32; State::ALL.len()];
+        for i in list.iter() {
+            i.write(f)?;
+            for c in i.st.lock().conns.iter() {
+                let s = c.state();
+                if let Some(n) = State::ALL.iter().position(|x| *x == s) {
+                    by_state[n] += 1;
+                }
+            }
+        }
+        f.write_str("connections:")?;
+        for (s, n) in State::ALL.iter().zip(by_state) {
+            write!(f, " {}={}", s.name(), n)?;
+        }
+        writeln!(f)
+    }
+}
