@@ -147,6 +147,22 @@ pub(crate) enum Ctl<'a> {
         /// Round trips.
         count: u32,
     },
+    /// `put|get LOCAL PEER OFFSET LENGTH [COUNT]`: bulk transfers of LENGTH bytes at OFFSET
+    /// into the local buffer's first page, to (put) or from (get) the peer, each checked.
+    Bulk {
+        /// GET rather than PUT.
+        get: bool,
+        /// Local interface address.
+        local: [u8; 4],
+        /// Peer address.
+        peer: [u8; 4],
+        /// Offset of the local buffer.
+        offset: u64,
+        /// Bytes per transfer.
+        len: u64,
+        /// Transfers.
+        count: u32,
+    },
     /// `close LOCAL PEER`: closes the connection between them.
     Close {
         /// Local interface address.
@@ -183,7 +199,7 @@ impl<'a> Ctl<'a> {
                     match k {
                         "queue_depth" => tun.queue_depth = Some(parse_num(v, 1, 256)?),
                         "max_payload" => tun.max_payload = Some(parse_num(v, 4096, 64 << 20)?),
-                        "max_regs" => tun.max_regs = Some(parse_num(v, 1, 64)?),
+                        "max_regs" => tun.max_regs = Some(parse_num(v, 1, 32)?),
                         "port" => tun.port = Some(parse_num(v, 1, 65535)?),
                         _ => return Err("unknown tunable"),
                     }
@@ -215,6 +231,27 @@ impl<'a> Ctl<'a> {
                     return Err("too many words");
                 }
                 Ok(Ctl::Ping { local, peer, count })
+            }
+            (Some(op @ ("put" | "get")), local) => {
+                let local = ip(local)?;
+                let peer = ip(w.next())?;
+                let offset = parse_num(w.next().ok_or("missing offset")?, 0, MAX_OFFSET)?;
+                let len = parse_num(w.next().ok_or("missing length")?, 1, 64 << 20)?;
+                let count = match w.next() {
+                    Some(c) => parse_num(c, 1, u64::from(MAX_COUNT))?,
+                    None => 1,
+                };
+                if w.next().is_some() {
+                    return Err("too many words");
+                }
+                Ok(Ctl::Bulk {
+                    get: op == "get",
+                    local,
+                    peer,
+                    offset,
+                    len,
+                    count,
+                })
             }
             (Some("close"), local) => {
                 let local = ip(local)?;

@@ -27,6 +27,7 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
+        lock::mutex::MutexGuard,
         Arc,
         ArcBorrow,
         CondVar,
@@ -35,6 +36,7 @@ use kernel::{
     time::{
         msecs_to_jiffies,
         Instant,
+        Jiffies,
         Monotonic, //
     },
 };
@@ -47,21 +49,31 @@ use crate::{
         State, //
     },
     device::DevRes,
+    mr_state::state::{
+        Invalidating,
+        Registered, //
+    },
     negotiate::{
         self,
         Answer,
         Reason,
         Retry, //
     },
+    region::{
+        self,
+        Region, //
+    },
     report::Show,
     verbs::{
         self,
+        Access,
         CmEvent,
         CmHandler,
         Completion,
         ConnParam,
         ConnRequest,
         Endpoint,
+        FrMr,
         Handler,
         MsgBuf,
         QpCaps,
@@ -75,7 +87,8 @@ use crate::{
         Body,
         ConnParams,
         Limits,
-        Msg, //
+        Msg,
+        Regs, //
     },
 };
 
@@ -170,6 +183,10 @@ struct Stats {
     noops_tx: u64,
     noops_rx: u64,
     attempts: u32,
+    /// Bulk transfers served as sink (PUT) or source (GET), and those found corrupt.
+    served: u64,
+    corrupt: u64,
+    remote_inv: u64,
 }
 
 struct ConnState {
@@ -188,7 +205,59 @@ struct ConnState {
     /// Cookies of pings to answer, waiting for a credit.
     pongs_owed: KVec<u64>,
     last_pong: Option<u64>,
+    next_cookie: u64,
+    /// Transfers this side started.
+    xfers: KVec<Xfer>,
+    /// PUTs this side is the sink of, registered and waiting for PUT_DONE.
+    sinks: KVec<Sink>,
+    /// Chains in flight whose completion finishes a transfer step.
+    tagged: KVec<Tagged>,
     stats: Stats,
+}
+
+/// Where a transfer this side started stands.
+#[derive(Clone, Copy)]
+enum Step {
+    /// The request is out.
+    Waiting,
+    /// PUT: the sink's registrations arrived (in [`Xfer::regs`]), with its cookie.
+    Acked(u64),
+    /// The peer refused or failed it.
+    Failed(i32),
+    /// GET: the data is in, with the rkey the peer invalidated.
+    Done(Option<u32>),
+    /// This side's last chain of the transfer completed (`true`) or failed.
+    ChainDone(bool),
+}
+
+struct Xfer {
+    cookie: u64,
+    step: Step,
+    /// PUT: the sink's registrations.
+    regs: Regs,
+}
+
+/// The sink of a PUT.
+struct Sink {
+    sink_cookie: u64,
+    seed: u32,
+    region: Region,
+    regs: KVec<FrMr<Registered>>,
+}
+
+/// What completes with a chain.
+enum Finishing {
+    /// The source side of a GET this side serves: its MRs are invalidated.
+    ServedGet(Region, KVec<FrMr<Invalidating>>),
+    /// The sink side of a PUT: the LOCAL_INVs of its other MRs; then the data is checked.
+    ServedPut(Region, KVec<FrMr<Invalidating>>, u32),
+    /// A chain of a transfer this side started (its MRs, invalidated in the chain).
+    Mine(u64, KVec<FrMr<Invalidating>>),
+}
+
+struct Tagged {
+    slot: Arc<Completion<TxSlot>>,
+    what: Finishing,
 }
 
 /// A connection.
@@ -465,6 +534,10 @@ impl Conn {
                     rx: KVec::new(),
                     pongs_owed: KVec::new(),
                     last_pong: None,
+                    next_cookie: 1,
+                    xfers: KVec::new(),
+                    sinks: KVec::new(),
+                    tagged: KVec::new(),
                     stats: Stats::default(),
                 }, "fastreg::Conn::st"),
                 cv <- new_condvar!("fastreg::Conn::cv"),
@@ -619,6 +692,27 @@ impl Conn {
         // The slots refer to the connection: break the cycle.
         st.tx_free.clear();
         st.rx.clear();
+        // Everything in flight has completed or flushed: MRs whose keys may still be valid
+        // are destroyed, never reused; transfers waiting on the peer fail.
+        let res = self.iface.res.clone();
+        for s in st.sinks.drain_all() {
+            for r in s.regs {
+                res.pool.destroy(r.into_handle());
+            }
+        }
+        for t in st.tagged.drain_all() {
+            let (Finishing::ServedGet(_, inv)
+            | Finishing::ServedPut(_, inv, _)
+            | Finishing::Mine(_, inv)) = t.what;
+            for r in inv {
+                res.pool.destroy(r.into_handle());
+            }
+        }
+        for x in st.xfers.iter_mut() {
+            if matches!(x.step, Step::Waiting | Step::Acked(..)) {
+                x.step = Step::Failed(-(kernel::bindings::ECONNABORTED as i32));
+            }
+        }
         let (s, _) = conn_state::next(st.state, Event::Drained);
         st.state = s;
         self.cv.notify_all();
@@ -639,6 +733,22 @@ impl Conn {
 
     /// Sends a message; `noop` may take the last credit. `EAGAIN` when no credit or slot.
     fn send_locked(&self, st: &mut ConnState, body: Body<'_>, noop: bool) -> Result {
+        self.post_locked(st, noop, |_| Ok(None), |_| body, None)
+            .map(|_| ())
+    }
+
+    /// Posts one chain: the work requests `pre` appends (REG_MR, RDMA, LOCAL_INV), then the
+    /// message `body` makes (from the registrations `pre` may return), sent with
+    /// invalidation of `invalidate` at the peer if given. Returns the send slot, whose
+    /// completion is the chain's. On failure nothing was posted.
+    fn post_locked<'a>(
+        &self,
+        st: &mut ConnState,
+        noop: bool,
+        pre: impl FnOnce(&mut SendChain) -> Result<Option<Regs>>,
+        body: impl FnOnce(Option<&Regs>) -> Body<'a>,
+        invalidate: Option<u32>,
+    ) -> Result<Arc<Completion<TxSlot>>> {
         if st.state != State::Established
             && !(st.state == State::PassiveWait && st.params.is_some())
         {
@@ -651,20 +761,20 @@ impl Conn {
         let ep = st.ep.clone().ok_or_else(not_connected)?;
         let (slot, mut chain) = st.tx_free.pop().ok_or(EAGAIN)?;
         let returned = st.outstanding.min(255);
-        let msg = Msg {
-            credits: returned as u8,
-            src_stamp: self.iface.stamp,
-            dst_stamp: st.peer_stamp,
-            body,
-        };
-        let buf = &slot.value().buf;
-        let n = buf.with(|b| wire::encode(&msg, b, false));
-        let Some(n) = n else {
-            st.tx_free.push((slot, chain), GFP_NOWAIT)?;
-            return Err(EMSGSIZE);
-        };
         chain.clear();
-        if let Err(e) = chain.send(buf, n as u32, None) {
+        let buf = &slot.value().buf;
+        let built = pre(&mut chain).and_then(|regs| {
+            let msg = Msg {
+                credits: returned as u8,
+                src_stamp: self.iface.stamp,
+                dst_stamp: st.peer_stamp,
+                body: body(regs.as_ref()),
+            };
+            let n = buf.with(|b| wire::encode(&msg, b, false)).ok_or(EMSGSIZE)?;
+            chain.send(buf, n as u32, invalidate)
+        });
+        if let Err(e) = built {
+            chain.clear();
             st.tx_free.push((slot, chain), GFP_NOWAIT)?;
             return Err(e);
         }
@@ -676,10 +786,11 @@ impl Conn {
                 if noop {
                     st.stats.noops_tx += 1;
                 }
-                Ok(())
+                Ok(slot)
             }
             Err((e, chain)) => {
-                if let Some(chain) = chain {
+                if let Some(mut chain) = chain {
+                    chain.clear();
                     st.tx_free.push((slot, chain), GFP_NOWAIT)?;
                 }
                 Err(e.to_error())
@@ -711,19 +822,25 @@ impl Conn {
         }
     }
 
-    /// Handles a received message of `len` bytes in `slot`, and reposts the buffer.
-    fn receive(self: &Arc<Self>, slot: &Arc<Completion<RxSlot>>, len: u32) {
+    /// Handles a received message of `len` bytes in `slot` (`inv`: the rkey the peer
+    /// invalidated with it), and reposts the buffer.
+    fn receive(self: &Arc<Self>, slot: &Arc<Completion<RxSlot>>, len: u32, inv: Option<u32>) {
         let mut st = self.st.lock();
         let Some(limits) = self.limits(&st) else {
             drop(st);
             return self.fail("message before the connection parameters");
         };
-        // What to do, decided while the buffer is borrowed.
+        // What to do, copied out while the buffer is borrowed.
         enum Todo {
             Nothing,
             Pong(u64),
             PongSeen(u64),
-            Nak(u64, bool),
+            PutReq(u64, u64),
+            GetReq(u64, u64, Regs),
+            PutAck(u64, u64, Regs),
+            Failed(u64, i32),
+            PutDone(u64, i32),
+            GetDone(u64, i32),
         }
         let decoded = slot.value().buf.with(|b| {
             let b = &b[..(len as usize).min(b.len())];
@@ -735,9 +852,24 @@ impl Conn {
                         Todo::PongSeen(cookie)
                     }
                     Body::Immediate { .. } => Todo::Nothing,
-                    Body::PutReq { cookie, .. } => Todo::Nak(cookie, false),
-                    Body::GetReq { cookie, .. } => Todo::Nak(cookie, true),
-                    _ => Todo::Nak(u64::MAX, false),
+                    Body::PutReq { cookie, size } => Todo::PutReq(cookie, size),
+                    Body::GetReq { cookie, size, regs } => Todo::GetReq(cookie, size, regs),
+                    Body::PutAck {
+                        cookie,
+                        sink_cookie,
+                        regs,
+                    } => Todo::PutAck(cookie, sink_cookie, regs),
+                    Body::PutNak { cookie, status } => Todo::Failed(cookie, status),
+                    Body::Done {
+                        get: false,
+                        cookie,
+                        status,
+                    } => Todo::PutDone(cookie, status),
+                    Body::Done {
+                        get: true,
+                        cookie,
+                        status,
+                    } => Todo::GetDone(cookie, status),
                 };
                 (m.credits, m.kind(), todo)
             })
@@ -771,34 +903,46 @@ impl Conn {
             self.on(&mut st, Event::Error, "too many credits");
             return;
         }
-        match todo {
-            Todo::Nothing => {}
+        // Only a message of ours may be invalidated remotely, and only a PUT_DONE does it.
+        if inv.is_some() && !matches!(todo, Todo::PutDone(..) | Todo::GetDone(..)) {
+            self.on(&mut st, Event::Error, "unexpected remote invalidation");
+            return;
+        }
+        let r = match todo {
+            Todo::Nothing => Ok(()),
             Todo::Pong(cookie) => {
                 // Reserved at setup: one per receive buffer.
                 let _ = st.pongs_owed.push(cookie, GFP_NOWAIT);
+                Ok(())
             }
             Todo::PongSeen(cookie) => {
                 st.last_pong = Some(cookie);
-                self.cv.notify_all();
+                Ok(())
             }
-            Todo::Nak(cookie, _) if cookie == u64::MAX => {
-                self.on(&mut st, Event::Error, "unexpected message");
-                return;
-            }
-            Todo::Nak(cookie, get) => {
-                // Bulk transfers are not served yet: refuse them cleanly.
-                let status = -(kernel::bindings::EOPNOTSUPP as i32);
-                let body = if get {
-                    Body::Done {
-                        get: true,
-                        cookie,
-                        status,
+            Todo::PutReq(cookie, size) => self.serve_put(&mut st, cookie, size),
+            Todo::GetReq(cookie, size, regs) => self.serve_get(&mut st, cookie, size, &regs),
+            Todo::PutAck(cookie, sink_cookie, regs) => {
+                Self::step(&mut st, cookie, Step::Acked(sink_cookie)).map(|()| {
+                    if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
+                        x.regs = regs;
                     }
-                } else {
-                    Body::PutNak { cookie, status }
-                };
-                let _ = self.send_locked(&mut st, body, false);
+                })
             }
+            Todo::Failed(cookie, status) => Self::step(&mut st, cookie, Step::Failed(status)),
+            Todo::GetDone(cookie, 0) => Self::step(&mut st, cookie, Step::Done(inv)),
+            Todo::GetDone(cookie, status) => Self::step(&mut st, cookie, Step::Failed(status)),
+            Todo::PutDone(sink_cookie, status) => self.sink_done(&mut st, sink_cookie, status, inv),
+        };
+        if let Err(e) = r {
+            pr_err!(
+                "{} {}: {:?} handling a {:?}\n",
+                self.iface.addr,
+                self.peer,
+                e,
+                kind
+            );
+            self.on(&mut st, Event::Error, "protocol error");
+            return;
         }
         // Repost the buffer: one more credit owed to the peer.
         if let Some(ep) = st.ep.clone() {
@@ -808,6 +952,538 @@ impl Conn {
         }
         self.pump(&mut st);
         self.cv.notify_all();
+    }
+
+    /// Moves the transfer `cookie` this side started to `step`; a cookie it does not know
+    /// is a protocol error.
+    fn step(st: &mut ConnState, cookie: u64, step: Step) -> Result {
+        let x = st
+            .xfers
+            .iter_mut()
+            .find(|x| x.cookie == cookie)
+            .ok_or(EINVAL)?;
+        if !matches!(x.step, Step::Waiting) {
+            return Err(EINVAL);
+        }
+        x.step = step;
+        Ok(())
+    }
+
+    fn remote_inv(st: &ConnState) -> bool {
+        st.params
+            .map(|p| p.features & wire::FEATURE_REMOTE_INV != 0)
+            .unwrap_or(false)
+    }
+
+    /// The sink of a PUT: registers a buffer and answers PUT_ACK with its registrations
+    /// (the REG_MRs go first in the same chain).
+    fn serve_put(&self, st: &mut ConnState, cookie: u64, size: u64) -> Result {
+        let res = self.iface.res.clone();
+        let region = Region::new(&res, 0, size as usize)?;
+        let sink_cookie = st.next_cookie;
+        st.next_cookie += 1;
+        let mut regs = KVec::new();
+        let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
+        let r = self.post_locked(
+            st,
+            false,
+            |chain| {
+                region.register(&res, access, chain, &mut regs, None)?;
+                Ok(Some(region::advertise(&regs)?))
+            },
+            |r| Body::PutAck {
+                cookie,
+                sink_cookie,
+                regs: r.copied().unwrap_or(Regs::new()),
+            },
+            None,
+        );
+        match r {
+            Ok(_) => {
+                st.sinks.push(
+                    Sink {
+                        sink_cookie,
+                        seed: cookie as u32,
+                        region,
+                        regs,
+                    },
+                    GFP_KERNEL,
+                )?;
+                Ok(())
+            }
+            Err(e) => {
+                for reg in regs.drain_all() {
+                    res.pool.destroy(reg.into_handle());
+                }
+                let status = e.to_errno();
+                self.send_locked(st, Body::PutNak { cookie, status }, false)
+            }
+        }
+    }
+
+    /// The source of a GET: writes a buffer holding the transfer's pattern into the
+    /// requester's registrations, invalidates its own, and answers GET_DONE with the
+    /// remote invalidation of the requester's first registration.
+    fn serve_get(&self, st: &mut ConnState, cookie: u64, size: u64, regs: &Regs) -> Result {
+        let res = self.iface.res.clone();
+        let region = Region::new(&res, 0, size as usize)?;
+        region
+            .buffer()
+            .fill(|o| region::pattern(cookie as u32, o))?;
+        let mut local = KVec::new();
+        let mut inv = KVec::new();
+        let remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
+        let r = self.post_locked(
+            st,
+            false,
+            |chain| {
+                region.register(&res, Access::LOCAL_READ, chain, &mut local, None)?;
+                region::writes(chain, &local, region.lens(), regs.as_slice())?;
+                chain.fence();
+                region::invalidate(&res, &mut local, None, chain, &mut inv)?;
+                Ok(None)
+            },
+            |_| Body::Done {
+                get: true,
+                cookie,
+                status: 0,
+            },
+            remote_inv,
+        );
+        match r {
+            Ok(slot) => {
+                st.tagged.push(
+                    Tagged {
+                        slot,
+                        what: Finishing::ServedGet(region, inv),
+                    },
+                    GFP_KERNEL,
+                )?;
+                Ok(())
+            }
+            Err(e) => {
+                for reg in local.drain_all() {
+                    res.pool.destroy(reg.into_handle());
+                }
+                for i in inv.drain_all() {
+                    res.pool.destroy(i.into_handle());
+                }
+                let status = e.to_errno();
+                self.send_locked(
+                    st,
+                    Body::Done {
+                        get: true,
+                        cookie,
+                        status,
+                    },
+                    false,
+                )
+            }
+        }
+    }
+
+    /// PUT_DONE at the sink: the registration the source invalidated is dead; the others
+    /// are invalidated here (LOCAL_INV, chained before a NOOP) before the data is checked.
+    fn sink_done(
+        &self,
+        st: &mut ConnState,
+        sink_cookie: u64,
+        status: i32,
+        inv: Option<u32>,
+    ) -> Result {
+        let pos = st
+            .sinks
+            .iter()
+            .position(|s| s.sink_cookie == sink_cookie)
+            .ok_or(EINVAL)?;
+        let mut sink = st.sinks.remove(pos).map_err(|_| EINVAL)?;
+        if status != 0 {
+            pr_err!(
+                "{} {}: the source failed a PUT: {}\n",
+                self.iface.addr,
+                self.peer,
+                status
+            );
+        }
+        if inv.is_some() {
+            st.stats.remote_inv += 1;
+        }
+        let res = self.iface.res.clone();
+        let mut pending = KVec::new();
+        let mut regs = core::mem::take(&mut sink.regs);
+        let mut chain_r = Ok(());
+        if regs.len() > 1 || inv.is_none() || inv != Some(regs[0].rkey()) {
+            // LOCAL_INV of what the peer did not invalidate, completed by a NOOP.
+            let r = self.post_locked(
+                st,
+                true,
+                |chain| {
+                    region::invalidate(&res, &mut regs, inv, chain, &mut pending)?;
+                    Ok(None)
+                },
+                |_| Body::Noop,
+                None,
+            );
+            match r {
+                Ok(slot) => {
+                    return st
+                        .tagged
+                        .push(
+                            Tagged {
+                                slot,
+                                what: Finishing::ServedPut(sink.region, pending, sink.seed),
+                            },
+                            GFP_KERNEL,
+                        )
+                        .map_err(Into::into);
+                }
+                Err(e) => chain_r = Err(e),
+            }
+        } else {
+            // The only registration was invalidated by the peer.
+            region::invalidate(&res, &mut regs, inv, &mut SendChain::empty(), &mut pending)?;
+        }
+        for r in regs.drain_all() {
+            res.pool.destroy(r.into_handle());
+        }
+        for p in pending.drain_all() {
+            res.pool.destroy(p.into_handle());
+        }
+        chain_r?;
+        self.check_sink(st, &sink.region, sink.seed);
+        Ok(())
+    }
+
+    /// Checks the data of a PUT this side received.
+    fn check_sink(&self, st: &mut ConnState, region: &Region, seed: u32) {
+        st.stats.served += 1;
+        if let Ok(Some(off)) = region.buffer().first_mismatch(|o| region::pattern(seed, o)) {
+            st.stats.corrupt += 1;
+            pr_err!(
+                "{} <- {}: PUT data differs from the pattern at byte {}\n",
+                self.iface.addr,
+                self.peer,
+                off
+            );
+        }
+    }
+
+    /// A chain tagged with `slot` completed (`ok`) or failed.
+    fn finish(&self, st: &mut ConnState, slot: &Arc<Completion<TxSlot>>, ok: bool) {
+        let Some(pos) = st.tagged.iter().position(|t| Arc::ptr_eq(&t.slot, slot)) else {
+            return;
+        };
+        let Ok(t) = st.tagged.remove(pos) else { return };
+        let res = self.iface.res.clone();
+        let settle = |inv: KVec<FrMr<Invalidating>>| {
+            for i in inv {
+                if ok {
+                    res.pool.put(i.invalidated());
+                } else {
+                    res.pool.destroy(i.into_handle());
+                }
+            }
+        };
+        match t.what {
+            Finishing::ServedGet(_region, inv) => {
+                settle(inv);
+                st.stats.served += u64::from(ok);
+            }
+            Finishing::ServedPut(region, inv, seed) => {
+                settle(inv);
+                if ok {
+                    self.check_sink(st, &region, seed);
+                }
+            }
+            Finishing::Mine(cookie, inv) => {
+                settle(inv);
+                if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
+                    x.step = Step::ChainDone(ok);
+                }
+            }
+        }
+    }
+
+    /// Waits up to `left` until a message can go: two credits and a send slot.
+    fn wait_room(&self, st: &mut MutexGuard<'_, ConnState>, left: &mut Jiffies) -> Result {
+        while st.credits < 2 || st.tx_free.is_empty() {
+            if st.state != State::Established {
+                return Err(not_connected());
+            }
+            if *left == 0 {
+                return Err(ETIMEDOUT);
+            }
+            if !wait::step(&self.cv, st, left) {
+                return Err(ERESTARTSYS);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits up to `left` until transfer `cookie` reaches a step `done` accepts.
+    fn wait_xfer(
+        &self,
+        st: &mut MutexGuard<'_, ConnState>,
+        cookie: u64,
+        left: &mut Jiffies,
+        done: impl Fn(&Step) -> bool,
+    ) -> Result<Step> {
+        loop {
+            let step = st
+                .xfers
+                .iter()
+                .find(|x| x.cookie == cookie)
+                .map(|x| x.step)
+                .ok_or(EINVAL)?;
+            if done(&step) {
+                return Ok(step);
+            }
+            if *left == 0 {
+                pr_err!("{} -> {}: transfer timed out\n", self.iface.addr, self.peer);
+                return Err(ETIMEDOUT);
+            }
+            if !wait::step(&self.cv, st, left) {
+                return Err(ERESTARTSYS);
+            }
+        }
+    }
+
+    /// PUT: `len` bytes at `offset` into the first page of a local buffer, holding the
+    /// transfer's pattern, to the peer, which checks them.
+    pub(crate) fn put(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
+        let res = self.iface.res.clone();
+        let region = Region::new(&res, offset, len)?;
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let mut st = self.st.lock();
+        let cookie = st.next_cookie;
+        st.next_cookie += 1;
+        region
+            .buffer()
+            .fill(|o| region::pattern(cookie as u32, o))?;
+        st.xfers.push(
+            Xfer {
+                cookie,
+                step: Step::Waiting,
+                regs: Regs::new(),
+            },
+            GFP_KERNEL,
+        )?;
+        let r = self.put_steps(&mut st, &res, &region, cookie, &mut left);
+        st.xfers.retain(|x| x.cookie != cookie);
+        r
+    }
+
+    fn put_steps(
+        &self,
+        st: &mut MutexGuard<'_, ConnState>,
+        res: &Arc<DevRes>,
+        region: &Region,
+        cookie: u64,
+        left: &mut Jiffies,
+    ) -> Result {
+        self.wait_room(st, left)?;
+        let size = region.lens().iter().sum();
+        self.send_locked(st, Body::PutReq { cookie, size }, false)?;
+        let sink_cookie = match self.wait_xfer(st, cookie, left, |s| !matches!(s, Step::Waiting))? {
+            Step::Acked(s) => s,
+            Step::Failed(e) => return Err(Error::from_errno(e)),
+            _ => return Err(EINVAL),
+        };
+        let regs = st
+            .xfers
+            .iter()
+            .find(|x| x.cookie == cookie)
+            .map(|x| x.regs)
+            .ok_or(EINVAL)?;
+        self.wait_room(st, left)?;
+        let mut local = KVec::new();
+        let mut inv = KVec::new();
+        let remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
+        let r = self.post_locked(
+            st,
+            false,
+            |chain| {
+                region.register(res, Access::LOCAL_READ, chain, &mut local, None)?;
+                region::writes(chain, &local, region.lens(), regs.as_slice())?;
+                chain.fence();
+                region::invalidate(res, &mut local, None, chain, &mut inv)?;
+                Ok(None)
+            },
+            |_| Body::Done {
+                get: false,
+                cookie: sink_cookie,
+                status: 0,
+            },
+            remote_inv,
+        );
+        match r {
+            Ok(slot) => st.tagged.push(
+                Tagged {
+                    slot,
+                    what: Finishing::Mine(cookie, inv),
+                },
+                GFP_KERNEL,
+            )?,
+            Err(e) => {
+                for reg in local.drain_all() {
+                    res.pool.destroy(reg.into_handle());
+                }
+                for i in inv.drain_all() {
+                    res.pool.destroy(i.into_handle());
+                }
+                return Err(e);
+            }
+        }
+        match self.wait_xfer(st, cookie, left, |s| {
+            matches!(s, Step::ChainDone(_) | Step::Failed(_))
+        })? {
+            Step::ChainDone(true) => Ok(()),
+            _ => Err(EIO),
+        }
+    }
+
+    /// GET: `len` bytes from the peer into a local buffer at `offset` into its first
+    /// page; the data is checked against the transfer's pattern. The local registrations
+    /// are dead before this returns.
+    pub(crate) fn get(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
+        let res = self.iface.res.clone();
+        let region = Region::new(&res, offset, len)?;
+        region.buffer().fill(|_| 0xa5)?;
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let mut st = self.st.lock();
+        let cookie = st.next_cookie;
+        st.next_cookie += 1;
+        st.xfers.push(
+            Xfer {
+                cookie,
+                step: Step::Waiting,
+                regs: Regs::new(),
+            },
+            GFP_KERNEL,
+        )?;
+        let mut local = KVec::new();
+        let r = self.get_steps(&mut st, &res, &region, cookie, &mut left, &mut local);
+        let inv = r.unwrap_or_default();
+        // Whatever happened, the registrations die before the transfer is reported.
+        let k = self.kill_mine(&mut st, &res, cookie, &mut local, inv, &mut left);
+        st.xfers.retain(|x| x.cookie != cookie);
+        drop(st);
+        r?;
+        k?;
+        if let Some(off) = region
+            .buffer()
+            .first_mismatch(|o| region::pattern(cookie as u32, o))?
+        {
+            pr_err!(
+                "{} -> {}: GET data differs from the pattern at byte {} of {}\n",
+                self.iface.addr,
+                self.peer,
+                off,
+                len
+            );
+            return Err(EIO);
+        }
+        Ok(())
+    }
+
+    fn get_steps(
+        &self,
+        st: &mut MutexGuard<'_, ConnState>,
+        res: &Arc<DevRes>,
+        region: &Region,
+        cookie: u64,
+        left: &mut Jiffies,
+        local: &mut KVec<FrMr<Registered>>,
+    ) -> Result<Option<u32>> {
+        self.wait_room(st, left)?;
+        let size = region.lens().iter().sum();
+        let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
+        self.post_locked(
+            st,
+            false,
+            |chain| {
+                region.register(res, access, chain, local, None)?;
+                Ok(Some(region::advertise(local)?))
+            },
+            |r| Body::GetReq {
+                cookie,
+                size,
+                regs: r.copied().unwrap_or(Regs::new()),
+            },
+            None,
+        )?;
+        match self.wait_xfer(st, cookie, left, |s| !matches!(s, Step::Waiting))? {
+            Step::Done(inv) => Ok(inv),
+            Step::Failed(e) => Err(Error::from_errno(e)),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// Invalidates the registrations of a transfer this side started (the one the peer
+    /// invalidated is already dead) and waits for it; MRs of a dead connection are
+    /// destroyed instead.
+    fn kill_mine(
+        &self,
+        st: &mut MutexGuard<'_, ConnState>,
+        res: &Arc<DevRes>,
+        cookie: u64,
+        local: &mut KVec<FrMr<Registered>>,
+        inv: Option<u32>,
+        left: &mut Jiffies,
+    ) -> Result {
+        if local.is_empty() {
+            return Ok(());
+        }
+        if inv.is_some() {
+            st.stats.remote_inv += 1;
+        }
+        if local.len() == 1 && inv.is_some_and(|rkey| rkey == local[0].rkey()) {
+            let mut none = KVec::new();
+            return region::invalidate(res, local, inv, &mut SendChain::empty(), &mut none);
+        }
+        let mut pending = KVec::new();
+        let posted = self.wait_room(st, left).and_then(|()| {
+            self.post_locked(
+                st,
+                true,
+                |chain| {
+                    region::invalidate(res, local, inv, chain, &mut pending)?;
+                    Ok(None)
+                },
+                |_| Body::Noop,
+                None,
+            )
+        });
+        match posted {
+            Ok(slot) => {
+                if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
+                    x.step = Step::Waiting;
+                }
+                st.tagged.push(
+                    Tagged {
+                        slot,
+                        what: Finishing::Mine(cookie, pending),
+                    },
+                    GFP_KERNEL,
+                )?;
+                match self.wait_xfer(st, cookie, left, |s| {
+                    matches!(s, Step::ChainDone(_) | Step::Failed(_))
+                })? {
+                    Step::ChainDone(true) => Ok(()),
+                    _ => Err(EIO),
+                }
+            }
+            Err(e) => {
+                // Deregistering kills the keys.
+                for reg in local.drain_all() {
+                    res.pool.destroy(reg.into_handle());
+                }
+                for p in pending.drain_all() {
+                    res.pool.destroy(p.into_handle());
+                }
+                Err(e)
+            }
+        }
     }
 
     /// IMMEDIATE round trips: returns (round trips, min, avg, max microseconds).
@@ -883,13 +1559,17 @@ impl Conn {
         }
         writeln!(
             f,
-            "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} attempts={} reason={}",
+            "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} served={} corrupt={} \
+             remote_inv={} attempts={} reason={}",
             st.credits,
             st.outstanding,
             st.stats.tx,
             st.stats.rx,
             st.stats.noops_tx,
             st.stats.noops_rx,
+            st.stats.served,
+            st.stats.corrupt,
+            st.stats.remote_inv,
             st.stats.attempts,
             st.reason.unwrap_or("-")
         )
@@ -901,6 +1581,7 @@ impl Handler for TxSlot {
         chain.clear();
         let conn = this.value().conn.clone();
         let mut st = conn.st.lock();
+        conn.finish(&mut st, &this, wc.ok());
         if !wc.ok() {
             if !matches!(st.state, State::Closing | State::Closed) {
                 pr_err!(
@@ -936,7 +1617,7 @@ impl Handler for RxSlot {
             }
             return;
         }
-        conn.receive(&this, wc.byte_len());
+        conn.receive(&this, wc.byte_len(), wc.invalidated_rkey());
     }
 }
 

@@ -17,6 +17,7 @@ mod mr_state;
 mod negotiate;
 mod params;
 mod pool;
+mod region;
 mod report;
 mod verbs;
 mod wait;

@@ -205,6 +205,57 @@ impl CtlFile {
                     Err(e) => (Err(e), CString::try_from_fmt(fmt!("error {:?}", e))),
                 }
             }
+            command::Ctl::Bulk {
+                get,
+                local,
+                peer,
+                offset,
+                len,
+                count,
+            } => {
+                let Some(iface) = self.ifaces.find(local) else {
+                    return (
+                        Err(ENOENT),
+                        CString::try_from_fmt(fmt!("error no interface")),
+                    );
+                };
+                let to = verbs::SockAddr {
+                    ip: peer,
+                    port: iface.addr().port,
+                };
+                let timeout_ms = p.timeout.saturating_mul(1000);
+                let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
+                let mut done = 0u32;
+                let mut r = Ok(());
+                while done < count && r.is_ok() {
+                    r = iface.connect(to).and_then(|c| {
+                        if get {
+                            c.get(offset as usize, len as usize, timeout_ms)
+                        } else {
+                            c.put(offset as usize, len as usize, timeout_ms)
+                        }
+                    });
+                    if r.is_ok() {
+                        done += 1;
+                    }
+                }
+                let ms = start.elapsed().as_millis();
+                match r {
+                    Ok(()) => (
+                        Ok(()),
+                        CString::try_from_fmt(fmt!(
+                            "ok transfers={} bytes={} ms={}",
+                            done,
+                            u64::from(done) * len,
+                            ms
+                        )),
+                    ),
+                    Err(e) => (
+                        Err(e),
+                        CString::try_from_fmt(fmt!("error {:?} after {} transfers", e, done)),
+                    ),
+                }
+            }
             command::Ctl::Close { local, peer } => {
                 let r = self.ifaces.find(local).ok_or(ENOENT).and_then(|i| {
                     let port = i.addr().port;

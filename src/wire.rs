@@ -74,8 +74,8 @@ pub(crate) struct Reg {
     pub(crate) rkey: u32,
 }
 
-/// The most registrations one message can carry (bounded by [`MAX_MSG`]).
-pub(crate) const MAX_REGS: usize = (MAX_MSG as usize - HDR_LEN - 24) / REG_LEN;
+/// The most registrations one message can carry (a fixed array on the stack: kept small).
+pub(crate) const MAX_REGS: usize = 32;
 
 /// Registrations carried by a message (a fixed array: decoding allocates nothing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -105,8 +105,6 @@ impl Wc<'_> {
     }
 
     /// The rkey the peer invalidated with this message (`IB_WC_WITH_INVALIDATE`), if any.
-    // Used once PUT/GET complete with SEND_WITH_INV.
-    #[allow(dead_code)]
     pub(crate) fn invalidated_rkey(&self) -> Option<u32> {
         if self.0.wc_flags & ib::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0 {
             // SAFETY: The union holds `invalidate_rkey` when the flag is set.

@@ -75,7 +75,30 @@ link_down_fails() {
 		{ cat "$CONNS"; return 1; }
 }
 
-ktap_begin 17
+# bulk OP OFFSET LENGTH: one checked transfer A -> B (put) or B -> A into A (get).
+bulk() {
+	ctl "$1" $VETH_ADDR0 $VETH_ADDR1 "$2" "$3"
+}
+
+bulk_counters() {
+	local a b
+	a=$(conn_line $VETH_ADDR0 "->" $VETH_ADDR1)
+	b=$(conn_line $VETH_ADDR1 "<-" $VETH_ADDR0)
+	echo "$b" | grep -Eq ' served=[1-9][0-9]* corrupt=0 remote_inv=[1-9]' &&
+		echo "$a" | grep -Eq ' corrupt=0 remote_inv=[1-9]' ||
+		{ cat "$CONNS"; return 1; }
+	# Every registration was invalidated, locally or by the peer; nothing failed.
+	local p reg loc rem err
+	for p in $RXE_DEV0 $RXE_DEV1; do
+		read -r reg loc rem err < <(sed -n "s/^$p:.* registrations=\([0-9]*\) local_invalidations=\([0-9]*\) remote_invalidations=\([0-9]*\) errors=\([0-9]*\).*/\1 \2 \3 \4/p" "$DBG/pools")
+		[ "$reg" -gt 0 ] && [ "$reg" = $((loc + rem)) ] && [ "$err" = 0 ] || { cat "$DBG/pools"; return 1; }
+	done
+}
+
+sizes=(1 4095 4096 4097 65536 1048575 1048576)
+offsets=(0 1 4095)
+
+ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1))
 before=$(resource_counts)
 check "two rxe devices on a veth pair" veth_up
 check "insmod timeout=5" load timeout=5
@@ -91,6 +114,13 @@ check "rejects counted by reason on both sides" rejects_counted
 check "ping B -> A (second connection, opposite direction)" ctl ping $VETH_ADDR1 $VETH_ADDR0 20
 check "200 more round trips at queue depth 4: credits flow back" ctl ping $VETH_ADDR0 $VETH_ADDR1 200
 check "credits stay within the queue depth" credits_balanced
+for len in "${sizes[@]}"; do
+	for off in "${offsets[@]}"; do
+		check "PUT $len bytes at offset $off, checked at the sink" bulk put "$off" "$len"
+		check "GET $len bytes at offset $off, checked here" bulk get "$off" "$len"
+	done
+done
+check "bulk: no corruption, sinks remotely invalidated, every registration dead" bulk_counters
 check "unreachable peer: clear error within the timeout" fails_within 15 ping $VETH_ADDR0 10.1.0.99 1
 check "link down during pings: they fail and the connection closes with the reason" link_down_fails
 check "interfaces removed" bash -c "echo 'iface del $VETH_ADDR0' >$CTL && echo 'iface del $VETH_ADDR1' >$CTL && ! grep -q '^iface' $CONNS"

@@ -106,6 +106,17 @@ fn control_commands() {
         })
     );
     assert_eq!(
+        Ctl::parse("get 10.1.0.1 10.1.0.2 4095 1M 3"),
+        Ok(Ctl::Bulk {
+            get: true,
+            local: [10, 1, 0, 1],
+            peer: [10, 1, 0, 2],
+            offset: 4095,
+            len: 1 << 20,
+            count: 3
+        })
+    );
+    assert_eq!(
         Ctl::parse("close 10.1.0.1 10.1.0.2"),
         Ok(Ctl::Close {
             local: [10, 1, 0, 1],
@@ -131,6 +142,8 @@ fn control_commands() {
             "tunables are key=value",
         ),
         ("ping 1.2.3.4", "missing address"),
+        ("put 1.2.3.4 1.2.3.5", "missing offset"),
+        ("get 1.2.3.4 1.2.3.5 0 0", "value out of range"),
         ("ping 1.2.3.4 1.2.3.5 0", "value out of range"),
         ("frobnicate", "unknown command"),
     ] {

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A registrable region: a page buffer of any offset and length, DMA-mapped on one device,
+//! with its registration plan, and the steps that register and invalidate it.
+
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
+
+use crate::{
+    device::DevRes,
+    frag::{
+        self,
+        Span, //
+    },
+    mr_state::state::{
+        Free,
+        Invalidating,
+        Registered, //
+    },
+    verbs::{
+        Access,
+        Buffer,
+        DmaSgl,
+        FrMr,
+        SendChain,
+        SglSpan, //
+    },
+    wire::{
+        Reg,
+        Regs, //
+    },
+};
+
+/// The byte at `off` of transfer `seed`: depends on both, so a misplaced or stale block
+/// is caught, not only a wrong byte.
+pub(crate) fn pattern(seed: u32, off: usize) -> u8 {
+    let x = (off as u32).wrapping_mul(0x9e37_79b1) ^ seed.wrapping_mul(0x85eb_ca6b);
+    (x ^ (x >> 13) ^ (x >> 24)) as u8
+}
+
+/// A mapped buffer and its registration plan.
+pub(crate) struct Region {
+    sgl: Arc<DmaSgl>,
+    spans: KVec<Span>,
+    lens: KVec<u64>,
+}
+
+impl Region {
+    /// Allocates `len` bytes at `offset` into their first page and maps them on `res`.
+    pub(crate) fn new(res: &DevRes, offset: usize, len: usize) -> Result<Self> {
+        let buf = Buffer::new(offset, len)?;
+        let sgl = Arc::new(DmaSgl::new(res.pd.device(), buf)?, GFP_KERNEL)?;
+        let segs = sgl.segs()?;
+        let mut spans = KVec::new();
+        let mut lens = KVec::new();
+        for s in frag::plan(&segs, res.geo) {
+            spans.push(s, GFP_KERNEL)?;
+            lens.push(s.len, GFP_KERNEL)?;
+        }
+        Ok(Self { sgl, spans, lens })
+    }
+
+    /// The buffer.
+    pub(crate) fn buffer(&self) -> &Buffer {
+        self.sgl.buffer()
+    }
+
+    /// MRs the region needs.
+    pub(crate) fn nmrs(&self) -> u32 {
+        self.spans.len() as u32
+    }
+
+    /// Lengths of its registrations, in order.
+    pub(crate) fn lens(&self) -> &[u64] {
+        &self.lens
+    }
+
+    /// Takes MRs from the pool, maps the plan and registers it with `access`, appending
+    /// the REG_MRs to `chain`; the registered MRs go to `out`, in order. On failure nothing
+    /// is registered and the MRs are back in the pool.
+    pub(crate) fn register(
+        &self,
+        res: &DevRes,
+        access: Access,
+        chain: &mut SendChain,
+        out: &mut KVec<FrMr<Registered>>,
+        wait_ms: Option<u32>,
+    ) -> Result {
+        let n = self.nmrs();
+        let mut free: KVec<FrMr<Free>> = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        res.pool.get(n, &mut free, wait_ms)?;
+        let mut mapped = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        let mut err = None;
+        for s in self.spans.iter() {
+            let Some(mr) = free.pop() else {
+                err = Some(EINVAL);
+                break;
+            };
+            let span = SglSpan {
+                sgl: self.sgl.clone(),
+                first: s.seg,
+                nents: s.nents,
+                offset: s.seg_off,
+                len: s.len,
+            };
+            match mr.map(&span) {
+                Ok(m) => mapped.push(m, GFP_KERNEL)?,
+                Err((mr, e)) => {
+                    res.pool.put_free(mr);
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        for mr in free.drain_all() {
+            res.pool.put_free(mr);
+        }
+        if let Some(e) = err {
+            for m in mapped.drain_all() {
+                res.pool.put_free(m.unmap());
+            }
+            return Err(e);
+        }
+        out.reserve(n as usize, GFP_KERNEL)?;
+        let mut r = Ok(());
+        for m in mapped.drain_all() {
+            let (reg, key) = res.pool.register(m);
+            r = r.and_then(|()| chain.reg(&reg, key, access));
+            out.push(reg, GFP_KERNEL)?;
+        }
+        if r.is_err() {
+            // Nothing was posted: give the MRs up rather than guess their state.
+            for reg in out.drain_all() {
+                res.pool.destroy(reg.into_handle());
+            }
+        }
+        r
+    }
+}
+
+/// What a peer is told about registered MRs: bytes, never pages.
+pub(crate) fn advertise(regs: &[FrMr<Registered>]) -> Result<Regs> {
+    let mut out = Regs::new();
+    for r in regs {
+        let h = r.handle();
+        let ok = out.push(Reg {
+            addr: h.iova(),
+            len: u32::try_from(h.length()).map_err(|_| EINVAL)?,
+            rkey: r.rkey(),
+        });
+        if !ok {
+            return Err(EMSGSIZE);
+        }
+    }
+    Ok(out)
+}
+
+/// Appends the RDMA WRITEs that move `local` (registered, lengths `local_lens`) into the
+/// peer's `remote` registrations: one work request per piece.
+pub(crate) fn writes(
+    chain: &mut SendChain,
+    local: &[FrMr<Registered>],
+    local_lens: &[u64],
+    remote: &[Reg],
+) -> Result {
+    let mut rl = KVec::with_capacity(remote.len(), GFP_KERNEL)?;
+    for r in remote {
+        rl.push(u64::from(r.len), GFP_KERNEL)?;
+    }
+    for p in frag::pieces(local_lens, &rl) {
+        let dst = &remote[p.b];
+        chain.rdma(
+            crate::verbs::RdmaOp::Write,
+            dst.addr + p.b_off,
+            dst.rkey,
+            [(&local[p.a], p.a_off, p.len as u32)],
+        )?;
+    }
+    Ok(())
+}
+
+/// Invalidates every MR of `regs` except the one whose rkey the peer invalidated; the
+/// LOCAL_INVs go to `chain`, the MRs (all `Invalidating` or done) to `inv`/`done`.
+pub(crate) fn invalidate(
+    res: &DevRes,
+    regs: &mut KVec<FrMr<Registered>>,
+    remote_inv: Option<u32>,
+    chain: &mut SendChain,
+    inv: &mut KVec<FrMr<Invalidating>>,
+) -> Result {
+    for reg in regs.drain_all() {
+        let reg = match remote_inv {
+            Some(rkey) => match res.pool.remotely_invalidated(reg, rkey) {
+                Ok(done) => {
+                    res.pool.put(done);
+                    continue;
+                }
+                Err(reg) => reg,
+            },
+            None => reg,
+        };
+        let (i, rkey) = res.pool.invalidate(reg);
+        chain.local_inv(&i, rkey)?;
+        inv.push(i, GFP_KERNEL)?;
+    }
+    Ok(())
+}
