@@ -163,6 +163,17 @@ pub(crate) enum Ctl<'a> {
         /// Transfers.
         count: u32,
     },
+    /// `fault LOCAL PEER magic|regs|length|stale_rkey`: test hooks. The first three send a
+    /// GET whose request is corrupted that way (the peer must close the connection); the
+    /// last does a PUT, then RDMA-writes with the sink's old rkey (which must fail).
+    Fault {
+        /// Local interface address.
+        local: [u8; 4],
+        /// Peer address.
+        peer: [u8; 4],
+        /// The corruption, or `None` for the stale rkey test.
+        mangle: Option<crate::wire::Mangle>,
+    },
     /// `close LOCAL PEER`: closes the connection between them.
     Close {
         /// Local interface address.
@@ -251,6 +262,25 @@ impl<'a> Ctl<'a> {
                     offset,
                     len,
                     count,
+                })
+            }
+            (Some("fault"), local) => {
+                let local = ip(local)?;
+                let peer = ip(w.next())?;
+                let mangle = match w.next() {
+                    Some("magic") => Some(crate::wire::Mangle::Magic),
+                    Some("regs") => Some(crate::wire::Mangle::Regs),
+                    Some("length") => Some(crate::wire::Mangle::Length),
+                    Some("stale_rkey") => None,
+                    _ => return Err("unknown fault"),
+                };
+                if w.next().is_some() {
+                    return Err("too many words");
+                }
+                Ok(Ctl::Fault {
+                    local,
+                    peer,
+                    mangle,
                 })
             }
             (Some("close"), local) => {

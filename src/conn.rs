@@ -206,6 +206,8 @@ struct ConnState {
     pongs_owed: KVec<u64>,
     last_pong: Option<u64>,
     next_cookie: u64,
+    /// Test hook: corrupt the next message sent (see the `fault` command).
+    mangle: Option<wire::Mangle>,
     /// Transfers this side started.
     xfers: KVec<Xfer>,
     /// PUTs this side is the sink of, registered and waiting for PUT_DONE.
@@ -535,6 +537,7 @@ impl Conn {
                     pongs_owed: KVec::new(),
                     last_pong: None,
                     next_cookie: 1,
+                    mangle: None,
                     xfers: KVec::new(),
                     sinks: KVec::new(),
                     tagged: KVec::new(),
@@ -763,6 +766,7 @@ impl Conn {
         let returned = st.outstanding.min(255);
         chain.clear();
         let buf = &slot.value().buf;
+        let mangle = st.mangle.take();
         let built = pre(&mut chain).and_then(|regs| {
             let msg = Msg {
                 credits: returned as u8,
@@ -770,7 +774,15 @@ impl Conn {
                 dst_stamp: st.peer_stamp,
                 body: body(regs.as_ref()),
             };
-            let n = buf.with(|b| wire::encode(&msg, b, false)).ok_or(EMSGSIZE)?;
+            let n = buf
+                .with(|b| {
+                    let n = wire::encode(&msg, b, false)?;
+                    if let Some(m) = mangle {
+                        wire::mangle(m, &mut b[..n]);
+                    }
+                    Some(n)
+                })
+                .ok_or(EMSGSIZE)?;
             chain.send(buf, n as u32, invalidate)
         });
         if let Err(e) = built {
@@ -1238,6 +1250,9 @@ impl Conn {
             if done(&step) {
                 return Ok(step);
             }
+            if matches!(st.state, State::Closing | State::Closed) {
+                return Err(not_connected());
+            }
             if *left == 0 {
                 pr_err!("{} -> {}: transfer timed out\n", self.iface.addr, self.peer);
                 return Err(ETIMEDOUT);
@@ -1251,6 +1266,11 @@ impl Conn {
     /// PUT: `len` bytes at `offset` into the first page of a local buffer, holding the
     /// transfer's pattern, to the peer, which checks them.
     pub(crate) fn put(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
+        self.put_keep(offset, len, timeout_ms).map(|_| ())
+    }
+
+    /// [`Conn::put`], returning the sink's registrations (for the stale rkey test).
+    fn put_keep(&self, offset: usize, len: usize, timeout_ms: u32) -> Result<Regs> {
         let res = self.iface.res.clone();
         let region = Region::new(&res, offset, len)?;
         let mut left = msecs_to_jiffies(timeout_ms);
@@ -1280,7 +1300,7 @@ impl Conn {
         region: &Region,
         cookie: u64,
         left: &mut Jiffies,
-    ) -> Result {
+    ) -> Result<Regs> {
         self.wait_room(st, left)?;
         let size = region.lens().iter().sum();
         self.send_locked(st, Body::PutReq { cookie, size }, false)?;
@@ -1337,8 +1357,102 @@ impl Conn {
         match self.wait_xfer(st, cookie, left, |s| {
             matches!(s, Step::ChainDone(_) | Step::Failed(_))
         })? {
-            Step::ChainDone(true) => Ok(()),
+            Step::ChainDone(true) => Ok(regs),
             _ => Err(EIO),
+        }
+    }
+
+    /// Test hook (`fault` command). With `mangle`, sends a GET whose request is corrupted
+    /// that way: the peer must refuse it and close the connection, so the GET must fail.
+    /// Without, does a PUT and then RDMA-writes with the sink's old rkey: the write must
+    /// fail (the key died with the transfer). `Ok` means the peer behaved.
+    pub(crate) fn fault(&self, mangle: Option<wire::Mangle>, timeout_ms: u32) -> Result {
+        if let Some(m) = mangle {
+            self.st.lock().mangle = Some(m);
+            return match self.get(0, 4096, timeout_ms) {
+                Ok(()) => {
+                    pr_err!(
+                        "{} -> {}: a corrupted GET_REQ was served\n",
+                        self.iface.addr,
+                        self.peer
+                    );
+                    Err(EIO)
+                }
+                Err(_) => Ok(()),
+            };
+        }
+        let old = self.put_keep(0, 4096, timeout_ms)?;
+        let res = self.iface.res.clone();
+        let region = Region::new(&res, 0, 4096)?;
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let mut st = self.st.lock();
+        let cookie = st.next_cookie;
+        st.next_cookie += 1;
+        st.xfers.push(
+            Xfer {
+                cookie,
+                step: Step::Waiting,
+                regs: Regs::new(),
+            },
+            GFP_KERNEL,
+        )?;
+        self.wait_room(&mut st, &mut left)?;
+        let mut local = KVec::new();
+        let mut inv = KVec::new();
+        let r = self.post_locked(
+            &mut st,
+            true,
+            |chain| {
+                region.register(&res, Access::LOCAL_READ, chain, &mut local, None)?;
+                region::writes(chain, &local, region.lens(), old.as_slice())?;
+                chain.fence();
+                region::invalidate(&res, &mut local, None, chain, &mut inv)?;
+                Ok(None)
+            },
+            |_| Body::Noop,
+            None,
+        );
+        let slot = match r {
+            Ok(slot) => slot,
+            Err(e) => {
+                for reg in local.drain_all() {
+                    res.pool.destroy(reg.into_handle());
+                }
+                for i in inv.drain_all() {
+                    res.pool.destroy(i.into_handle());
+                }
+                return Err(e);
+            }
+        };
+        st.tagged.push(
+            Tagged {
+                slot,
+                what: Finishing::Mine(cookie, inv),
+            },
+            GFP_KERNEL,
+        )?;
+        let outcome = self.wait_xfer(&mut st, cookie, &mut left, |s| {
+            matches!(s, Step::ChainDone(_) | Step::Failed(_))
+        });
+        st.xfers.retain(|x| x.cookie != cookie);
+        match outcome {
+            Ok(Step::ChainDone(true)) => {
+                pr_err!(
+                    "{} -> {}: an RDMA WRITE with a dead rkey succeeded\n",
+                    self.iface.addr,
+                    self.peer
+                );
+                Err(EIO)
+            }
+            _ => {
+                pr_info!(
+                    "{} -> {}: the sink's old rkey {:#x} was refused\n",
+                    self.iface.addr,
+                    self.peer,
+                    old.as_slice()[0].rkey
+                );
+                Ok(())
+            }
         }
     }
 

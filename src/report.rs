@@ -256,6 +256,29 @@ impl CtlFile {
                     ),
                 }
             }
+            command::Ctl::Fault {
+                local,
+                peer,
+                mangle,
+            } => {
+                let Some(iface) = self.ifaces.find(local) else {
+                    return (
+                        Err(ENOENT),
+                        CString::try_from_fmt(fmt!("error no interface")),
+                    );
+                };
+                let to = verbs::SockAddr {
+                    ip: peer,
+                    port: iface.addr().port,
+                };
+                let timeout_ms = p.timeout.saturating_mul(1000);
+                let r = iface.connect(to).and_then(|c| c.fault(mangle, timeout_ms));
+                let text = match &r {
+                    Ok(()) => CString::try_from_fmt(fmt!("ok refused")),
+                    Err(e) => CString::try_from_fmt(fmt!("error {:?}", e)),
+                };
+                (r, text)
+            }
             command::Ctl::Close { local, peer } => {
                 let r = self.ifaces.find(local).ok_or(ENOENT).and_then(|i| {
                     let port = i.addr().port;

@@ -629,3 +629,31 @@ impl ConnParams {
         Ok(p)
     }
 }
+
+/// Test-only corruptions of an encoded message (the `fault` control command), to prove
+/// that a receiver refuses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mangle {
+    /// Flip the magic.
+    Magic,
+    /// Claim more registrations than any connection allows (PUT_ACK and GET_REQ).
+    Regs,
+    /// Claim 4 bytes more than were sent.
+    Length,
+}
+
+/// Applies `m` to the message of `len` bytes in `buf`.
+pub(crate) fn mangle(m: Mangle, buf: &mut [u8]) {
+    match m {
+        Mangle::Magic => buf[0] ^= 0xff,
+        Mangle::Regs => {
+            if buf.len() >= HDR_LEN + 24 {
+                put(buf, HDR_LEN + 16, &((MAX_REGS as u16) + 1).to_le_bytes());
+            }
+        }
+        Mangle::Length => {
+            let len = get_u32(buf, 8).wrapping_add(4);
+            put(buf, 8, &len.to_le_bytes());
+        }
+    }
+}

@@ -98,8 +98,7 @@ bulk_counters() {
 sizes=(1 4095 4096 4097 65536 1048575 1048576)
 offsets=(0 1 4095)
 
-ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1))
-before=$(resource_counts)
+ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 9))
 check "two rxe devices on a veth pair" veth_up
 check "insmod timeout=5" load timeout=5
 check "interface A: queue_depth=16 max_payload=4M max_regs=16" \
@@ -122,8 +121,45 @@ for len in "${sizes[@]}"; do
 done
 check "bulk: no corruption, sinks remotely invalidated, every registration dead" bulk_counters
 check "unreachable peer: clear error within the timeout" fails_within 15 ping $VETH_ADDR0 10.1.0.99 1
+# Test hooks: a corrupted request makes the peer close the connection with the reason;
+# after a PUT, an RDMA WRITE with the sink's old rkey fails.
+fault_refused() {
+	dmesg_mark
+	ctl fault $VETH_ADDR0 $VETH_ADDR1 "$1" && dmesg_has "$VETH_ADDR1:[0-9]+ <- $VETH_ADDR0:[0-9]+: invalid message: $2"
+}
+stale_rkey_refused() {
+	dmesg_mark
+	ctl fault $VETH_ADDR0 $VETH_ADDR1 stale_rkey &&
+		dmesg_has 'work request failed: remote access error' &&
+		dmesg_has "the sink's old rkey 0x[0-9a-f]+ was refused"
+}
+check "corrupted header (magic): the peer closes the connection, naming the reason" fault_refused magic "bad magic"
+check "oversized registration count: refused" fault_refused regs "size or registration count beyond"
+check "wrong length: refused" fault_refused length "length field does not match"
+check "after a PUT, an RDMA WRITE with the sink's old rkey fails (the key died)" stale_rkey_refused
+check "traffic resumes on a new connection after the faults" bulk put 1 65536
+
+# rmmod while transfers run: no oops, nothing left (checked below).
+rmmod_during_traffic() {
+	(echo "put $VETH_ADDR0 $VETH_ADDR1 0 1M 100000" >"$CTL") 2>/dev/null &
+	local bg=$!
+	sleep 2
+	local tries=0
+	until rmmod fastreg 2>/dev/null; do
+		tries=$((tries + 1))
+		[ $tries -lt 50 ] || { echo "rmmod kept failing"; return 1; }
+		sleep 0.2
+	done
+	wait $bg
+	! loaded
+}
+
+check "rmmod during bulk transfers" rmmod_during_traffic
+check "nothing left after rmmod" no_fastreg_resources
+check "reload with timeout=5, interfaces again" bash -c "insmod $KO timeout=5 && echo 'iface add $RXE_DEV0 $VETH_ADDR0' >$CTL && echo 'iface add $RXE_DEV1 $VETH_ADDR1' >$CTL"
 check "link down during pings: they fail and the connection closes with the reason" link_down_fails
 check "interfaces removed" bash -c "echo 'iface del $VETH_ADDR0' >$CTL && echo 'iface del $VETH_ADDR1' >$CTL && ! grep -q '^iface' $CONNS"
-check "rmmod; nothing left" bash -c "rmmod fastreg && [ -z \"\$(. tests/vm/lib.sh; fastreg_resources)\" ]"
+check "rmmod" unload
+check "nothing left at the end" no_fastreg_resources
 check "no kernel warnings" no_kernel_errors
 ktap_end

@@ -146,6 +146,7 @@ fn control_commands() {
         ("get 1.2.3.4 1.2.3.5 0 0", "value out of range"),
         ("ping 1.2.3.4 1.2.3.5 0", "value out of range"),
         ("frobnicate", "unknown command"),
+        ("fault 1.2.3.4 1.2.3.5 gremlins", "unknown fault"),
     ] {
         assert_eq!(Ctl::parse(bad), Err(why), "{bad}");
     }

@@ -255,6 +255,25 @@ fn every_field_is_validated() {
 }
 
 #[test]
+fn test_corruptions_are_refused_for_the_right_reason() {
+    let mut out = [0u8; 4096];
+    let m = msg(Body::GetReq {
+        cookie: 1,
+        size: 100,
+        regs: regs(&[(0x1000, 100, 3)]),
+    });
+    for (k, want) in [
+        (Mangle::Magic, WireError::Magic),
+        (Mangle::Regs, WireError::Limit),
+        (Mangle::Length, WireError::Length),
+    ] {
+        let n = encode(&m, &mut out, false).unwrap();
+        mangle(k, &mut out[..n]);
+        assert_eq!(decode(&out[..n], &lim()), Err(want), "{k:?}");
+    }
+}
+
+#[test]
 fn checksums_catch_corruption() {
     let mut out = [0u8; 4096];
     let m = msg(Body::Immediate {
