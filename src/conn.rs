@@ -286,6 +286,17 @@ pub(crate) struct RxSlot {
     buf: Arc<MsgBuf>,
 }
 
+/// Destroys MRs registered for a chain that was not posted (or whose state is unknown):
+/// deregistering kills their keys; they are never reused.
+fn give_up(res: &DevRes, regs: &mut KVec<FrMr<Registered>>, inv: &mut KVec<FrMr<Invalidating>>) {
+    for r in regs.drain_all() {
+        res.pool.destroy(r.into_handle());
+    }
+    for i in inv.drain_all() {
+        res.pool.destroy(i.into_handle());
+    }
+}
+
 fn refused() -> Error {
     Error::from_errno(-(kernel::bindings::ECONNREFUSED as i32))
 }
@@ -1074,12 +1085,7 @@ impl Conn {
                 Ok(())
             }
             Err(e) => {
-                for reg in local.drain_all() {
-                    res.pool.destroy(reg.into_handle());
-                }
-                for i in inv.drain_all() {
-                    res.pool.destroy(i.into_handle());
-                }
+                give_up(&res, &mut local, &mut inv);
                 let status = e.to_errno();
                 self.send_locked(
                     st,
@@ -1155,12 +1161,7 @@ impl Conn {
             // The only registration was invalidated by the peer.
             region::invalidate(&res, &mut regs, inv, &mut SendChain::empty(), &mut pending)?;
         }
-        for r in regs.drain_all() {
-            res.pool.destroy(r.into_handle());
-        }
-        for p in pending.drain_all() {
-            res.pool.destroy(p.into_handle());
-        }
+        give_up(&res, &mut regs, &mut pending);
         chain_r?;
         self.check_sink(st, &sink.region, sink.seed);
         Ok(())
@@ -1214,6 +1215,21 @@ impl Conn {
                 }
             }
         }
+    }
+
+    /// Starts tracking a transfer this side initiates; returns its cookie.
+    fn new_xfer(st: &mut ConnState) -> Result<u64> {
+        let cookie = st.next_cookie;
+        st.next_cookie += 1;
+        st.xfers.push(
+            Xfer {
+                cookie,
+                step: Step::Waiting,
+                regs: Regs::new(),
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(cookie)
     }
 
     /// Waits up to `left` until a message can go: two credits and a send slot.
@@ -1275,19 +1291,10 @@ impl Conn {
         let region = Region::new(&res, offset, len)?;
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut st = self.st.lock();
-        let cookie = st.next_cookie;
-        st.next_cookie += 1;
+        let cookie = Self::new_xfer(&mut st)?;
         region
             .buffer()
             .fill(|o| region::pattern(cookie as u32, o))?;
-        st.xfers.push(
-            Xfer {
-                cookie,
-                step: Step::Waiting,
-                regs: Regs::new(),
-            },
-            GFP_KERNEL,
-        )?;
         let r = self.put_steps(&mut st, &res, &region, cookie, &mut left);
         st.xfers.retain(|x| x.cookie != cookie);
         r
@@ -1345,12 +1352,7 @@ impl Conn {
                 GFP_KERNEL,
             )?,
             Err(e) => {
-                for reg in local.drain_all() {
-                    res.pool.destroy(reg.into_handle());
-                }
-                for i in inv.drain_all() {
-                    res.pool.destroy(i.into_handle());
-                }
+                give_up(res, &mut local, &mut inv);
                 return Err(e);
             }
         }
@@ -1386,16 +1388,7 @@ impl Conn {
         let region = Region::new(&res, 0, 4096)?;
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut st = self.st.lock();
-        let cookie = st.next_cookie;
-        st.next_cookie += 1;
-        st.xfers.push(
-            Xfer {
-                cookie,
-                step: Step::Waiting,
-                regs: Regs::new(),
-            },
-            GFP_KERNEL,
-        )?;
+        let cookie = Self::new_xfer(&mut st)?;
         self.wait_room(&mut st, &mut left)?;
         let mut local = KVec::new();
         let mut inv = KVec::new();
@@ -1415,12 +1408,7 @@ impl Conn {
         let slot = match r {
             Ok(slot) => slot,
             Err(e) => {
-                for reg in local.drain_all() {
-                    res.pool.destroy(reg.into_handle());
-                }
-                for i in inv.drain_all() {
-                    res.pool.destroy(i.into_handle());
-                }
+                give_up(&res, &mut local, &mut inv);
                 return Err(e);
             }
         };
@@ -1465,16 +1453,7 @@ impl Conn {
         region.buffer().fill(|_| 0xa5)?;
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut st = self.st.lock();
-        let cookie = st.next_cookie;
-        st.next_cookie += 1;
-        st.xfers.push(
-            Xfer {
-                cookie,
-                step: Step::Waiting,
-                regs: Regs::new(),
-            },
-            GFP_KERNEL,
-        )?;
+        let cookie = Self::new_xfer(&mut st)?;
         let mut local = KVec::new();
         let r = self.get_steps(&mut st, &res, &region, cookie, &mut left, &mut local);
         let inv = r.unwrap_or_default();
@@ -1588,13 +1567,7 @@ impl Conn {
                 }
             }
             Err(e) => {
-                // Deregistering kills the keys.
-                for reg in local.drain_all() {
-                    res.pool.destroy(reg.into_handle());
-                }
-                for p in pending.drain_all() {
-                    res.pool.destroy(p.into_handle());
-                }
+                give_up(res, local, &mut pending);
                 Err(e)
             }
         }

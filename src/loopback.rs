@@ -37,32 +37,30 @@ use crate::{
         DevRes,
         Devices, //
     },
-    frag::{
-        self,
-        Span, //
-    },
+    frag,
     mr_state::state::{
         Free,
         Invalidating, //
     },
     params::Params,
+    region::{
+        self,
+        Region, //
+    },
     verbs::{
         self,
         Access,
-        Buffer,
         CmEvent,
         CmHandler,
         Completion,
         ConnParam,
         ConnRequest,
-        DmaSgl,
         Endpoint,
         FrMr,
         Handler,
         QpCaps,
         RdmaOp,
         SendChain,
-        SglSpan,
         SockAddr,
         Wc, //
     },
@@ -405,46 +403,10 @@ impl Handler for SlotDone {
     }
 }
 
-/// A mapped buffer and its registration plan.
-struct Side {
-    sgl: Arc<DmaSgl>,
-    spans: KVec<Span>,
-    lens: KVec<u64>,
-}
-
-impl Side {
-    fn new(res: &DevRes, offset: usize, len: usize) -> Result<Self> {
-        let buf = Buffer::new(offset, len)?;
-        let sgl = Arc::new(DmaSgl::new(res.pd.device(), buf)?, GFP_KERNEL)?;
-        let segs = sgl.segs()?;
-        let mut spans = KVec::new();
-        let mut lens = KVec::new();
-        for s in frag::plan(&segs, res.geo) {
-            spans.push(s, GFP_KERNEL)?;
-            lens.push(s.len, GFP_KERNEL)?;
-        }
-        Ok(Self { sgl, spans, lens })
-    }
-
-    fn buffer(&self) -> &Buffer {
-        self.sgl.buffer()
-    }
-
-    fn sgl_span(&self, s: &Span) -> SglSpan {
-        SglSpan {
-            sgl: self.sgl.clone(),
-            first: s.seg,
-            nents: s.nents,
-            offset: s.seg_off,
-            len: s.len,
-        }
-    }
-}
-
 struct Slot {
-    src: Side,
-    sink: Side,
-    check: Side,
+    src: Region,
+    sink: Region,
+    check: Region,
     done: Arc<Completion<SlotDone>>,
     chain: Option<SendChain>,
     /// MRs of the chain in flight: source, sink, check.
@@ -452,24 +414,18 @@ struct Slot {
     seed: u32,
 }
 
-/// The byte at `off` of transfer `seed`: depends on both, so a misplaced or stale block
-/// is caught, not only a wrong byte.
-fn pattern(seed: u32, off: usize) -> u8 {
-    let x = (off as u32).wrapping_mul(0x9e37_79b1) ^ seed.wrapping_mul(0x85eb_ca6b);
-    (x ^ (x >> 13) ^ (x >> 24)) as u8
-}
-
 impl Slot {
     fn wrs(&self) -> u32 {
-        let n = (self.src.spans.len() + self.sink.spans.len() + self.check.spans.len()) as u32;
+        let n =
+            (self.src.spans().len() + self.sink.spans().len() + self.check.spans().len()) as u32;
         let writes = frag::rdma_wr_count(
-            self.sink.lens.iter().copied(),
-            self.src.lens.iter().copied(),
+            self.sink.lens().iter().copied(),
+            self.src.lens().iter().copied(),
             1,
         );
         let reads = frag::rdma_wr_count(
-            self.sink.lens.iter().copied(),
-            self.check.lens.iter().copied(),
+            self.sink.lens().iter().copied(),
+            self.check.lens().iter().copied(),
             1,
         );
         // REG and LOCAL_INV of every MR, the WRITEs and the READs.
@@ -486,10 +442,13 @@ impl Slot {
     /// `wait_ms` bounds the wait for MRs; `None` does not wait (`EAGAIN`).
     fn start(&mut self, res: &DevRes, link: &Link, seed: u32, wait_ms: Option<u32>) -> Result {
         self.seed = seed;
-        self.src.buffer().fill(|o| pattern(seed, o))?;
-        self.sink.buffer().fill(|o| !pattern(seed, o))?;
-        self.check.buffer().fill(|o| pattern(seed, o) ^ 0x5a)?;
-        let n = (self.src.spans.len() + self.sink.spans.len() + self.check.spans.len()) as u32;
+        self.src.buffer().fill(|o| region::pattern(seed, o))?;
+        self.sink.buffer().fill(|o| !region::pattern(seed, o))?;
+        self.check
+            .buffer()
+            .fill(|o| region::pattern(seed, o) ^ 0x5a)?;
+        let n =
+            (self.src.spans().len() + self.sink.spans().len() + self.check.spans().len()) as u32;
         let mut free: KVec<FrMr<Free>> = KVec::new();
         res.pool.get(n, &mut free, wait_ms)?;
         let mut chain = self.chain.take().unwrap_or_else(SendChain::empty);
@@ -508,7 +467,7 @@ impl Slot {
             ),
             (&self.check, Access::LOCAL_WRITE),
         ] {
-            for s in side.spans.iter() {
+            for s in side.spans().iter() {
                 let Some(mr) = free.pop() else {
                     err = Some(EINVAL);
                     break 'map;
@@ -542,16 +501,16 @@ impl Slot {
             r = r.and_then(|()| chain.reg(&reg, key, access));
             regs.push(reg, GFP_KERNEL)?;
         }
-        let (ns, nk) = (self.src.spans.len(), self.sink.spans.len());
+        let (ns, nk) = (self.src.spans().len(), self.sink.spans().len());
         let (src, rest) = regs.split_at(ns);
         let (sink, check) = rest.split_at(nk);
         // WRITE the source into the sink, then READ the sink back into the check buffer:
         // one work request per piece where a local registration meets a sink one.
         for (op, local, lens) in [
-            (RdmaOp::Write, src, &self.src.lens),
-            (RdmaOp::Read, check, &self.check.lens),
+            (RdmaOp::Write, src, self.src.lens()),
+            (RdmaOp::Read, check, self.check.lens()),
         ] {
-            for p in frag::pieces(lens, &self.sink.lens) {
+            for p in frag::pieces(lens, self.sink.lens()) {
                 let remote = &sink[p.b];
                 r = r.and_then(|()| {
                     chain.rdma(
@@ -613,7 +572,7 @@ impl Slot {
         }
         let seed = self.seed;
         for (what, side) in [("sink", &self.sink), ("read-back", &self.check)] {
-            if let Some(off) = side.buffer().first_mismatch(|o| pattern(seed, o))? {
+            if let Some(off) = side.buffer().first_mismatch(|o| region::pattern(seed, o))? {
                 pr_err!(
                     "loopback: {} buffer differs from the source at byte {} of {}\n",
                     what,
@@ -692,10 +651,10 @@ fn transfer_all(
     board.done.lock().reserve(slots_n, GFP_KERNEL)?;
     let mut slots = KVec::with_capacity(slots_n, GFP_KERNEL)?;
     for index in 0..slots_n {
-        let src = Side::new(res, offset, len)?;
-        let sink = Side::new(res, offset, len)?;
-        let check = Side::new(res, offset, len)?;
-        let wrs = src.spans.len() * 8;
+        let src = Region::new(res, offset, len)?;
+        let sink = Region::new(res, offset, len)?;
+        let check = Region::new(res, offset, len)?;
+        let wrs = src.spans().len() * 8;
         slots.push(
             Slot {
                 src,
@@ -713,7 +672,7 @@ fn transfer_all(
         )?;
     }
     let mut out = Outcome {
-        mrs_per_buffer: slots[0].src.spans.len() as u32,
+        mrs_per_buffer: slots[0].src.spans().len() as u32,
         wrs_per_transfer: slots[0].wrs(),
         sq_depth: caps.send_wr,
         ..Outcome::default()

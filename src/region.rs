@@ -72,6 +72,22 @@ impl Region {
         self.spans.len() as u32
     }
 
+    /// Its registrations, in order.
+    pub(crate) fn spans(&self) -> &[Span] {
+        &self.spans
+    }
+
+    /// What to map for registration `s`.
+    pub(crate) fn sgl_span(&self, s: &Span) -> SglSpan {
+        SglSpan {
+            sgl: self.sgl.clone(),
+            first: s.seg,
+            nents: s.nents,
+            offset: s.seg_off,
+            len: s.len,
+        }
+    }
+
     /// Lengths of its registrations, in order.
     pub(crate) fn lens(&self) -> &[u64] {
         &self.lens
@@ -98,14 +114,7 @@ impl Region {
                 err = Some(EINVAL);
                 break;
             };
-            let span = SglSpan {
-                sgl: self.sgl.clone(),
-                first: s.seg,
-                nents: s.nents,
-                offset: s.seg_off,
-                len: s.len,
-            };
-            match mr.map(&span) {
+            match mr.map(&self.sgl_span(s)) {
                 Ok(m) => mapped.push(m, GFP_KERNEL)?,
                 Err((mr, e)) => {
                     res.pool.put_free(mr);

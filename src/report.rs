@@ -53,6 +53,16 @@ impl<T: core::fmt::Display> kernel::fmt::Display for Show<T> {
     }
 }
 
+/// Reads a command written to a control file into `buf`, as UTF-8.
+fn read_line<'a>(reader: &mut UserSliceReader, buf: &'a mut [u8]) -> Result<&'a str> {
+    let n = reader.len();
+    if n >= buf.len() {
+        return Err(EINVAL);
+    }
+    reader.read_slice(&mut buf[..n])?;
+    core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)
+}
+
 /// State behind the `loopback` file.
 #[pin_data]
 pub(crate) struct Control {
@@ -66,12 +76,7 @@ pub(crate) struct Control {
 impl Control {
     fn run(&self, reader: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 128];
-        let n = reader.len();
-        if n >= buf.len() {
-            return Err(EINVAL);
-        }
-        reader.read_slice(&mut buf[..n])?;
-        let line = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?;
+        let line = read_line(reader, &mut buf)?;
         let cmd = command::Loopback::parse(line).map_err(|why| {
             pr_err!("loopback: {}: {}\n", why, line.trim());
             EINVAL
@@ -121,12 +126,7 @@ pub(crate) struct CtlFile {
 impl CtlFile {
     fn run(&self, reader: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 160];
-        let n = reader.len();
-        if n >= buf.len() {
-            return Err(EINVAL);
-        }
-        reader.read_slice(&mut buf[..n])?;
-        let line = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?;
+        let line = read_line(reader, &mut buf)?;
         let cmd = command::Ctl::parse(line).map_err(|why| {
             pr_err!("ctl: {}: {}\n", why, line.trim());
             EINVAL
