@@ -33,5 +33,25 @@ else
 fi
 sed 's/^/    /' "$dbg/pools"
 echo
+echo "== transport: two interfaces on rxe devices over a veth pair"
+# shellcheck source=../tests/vm/veth.sh
+. "$(dirname "$0")/../tests/vm/veth.sh"
+ctl=$dbg/ctl
+run() {
+	printf '    %-48s ' "$*"
+	if echo "$*" >"$ctl"; then cat "$ctl"; else echo "failed: $(cat "$ctl")"; fi
+}
+if veth_up; then
+	run iface add $RXE_DEV0 $VETH_ADDR0 queue_depth=16
+	run iface add $RXE_DEV1 $VETH_ADDR1 queue_depth=8 max_payload=1M
+	run ping $VETH_ADDR0 $VETH_ADDR1 20
+	run put $VETH_ADDR0 $VETH_ADDR1 1 1M 4
+	run get $VETH_ADDR0 $VETH_ADDR1 4095 1M 4
+	sed 's/^/    /' "$dbg/conns"
+	sed 's/^/    /' "$dbg/pools"
+else
+	echo "    veth setup failed"
+fi
+echo
 echo "== kernel log"
 dmesg | grep -E '\] (fastreg: |.*fastreg_)' | sed 's/^/    /'
