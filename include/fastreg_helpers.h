@@ -44,6 +44,11 @@ unsigned int fastreg_sg_dma_len(struct scatterlist *sg);
 /* ib_post_send() is static inline. */
 int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 			 const struct ib_send_wr **bad_wr);
+/*
+ * The first IPv4 address of the net device under @port of @device (network byte order),
+ * or 0: ib_device_get_netdev() plus the RCU accessors of inetdevice.h, which are inline.
+ */
+__be32 fastreg_ib_port_ipv4(struct ib_device *device, u32 port);
 /* ib_post_recv() is static inline. */
 int fastreg_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 			 const struct ib_recv_wr **bad_wr);

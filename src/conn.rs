@@ -114,6 +114,21 @@ pub(crate) struct Tunables {
     pub(crate) port: u16,
 }
 
+impl Tunables {
+    /// Registrations per transfer message when not given.
+    pub(crate) const DEFAULT_MAX_REGS: u16 = 16;
+
+    /// The module parameters' values.
+    pub(crate) fn defaults(p: &crate::params::Params) -> Self {
+        Self {
+            queue_depth: p.queue_depth as u16,
+            max_payload: p.max_payload,
+            max_regs: Self::DEFAULT_MAX_REGS,
+            port: p.port,
+        }
+    }
+}
+
 struct IfaceState {
     listener: Option<Arc<Endpoint<Ctx>>>,
     conns: KVec<Arc<Conn>>,

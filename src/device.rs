@@ -22,7 +22,11 @@ use crate::{
         self,
         Figures, //
     },
-    conn::Ifaces,
+    conn::{
+        Iface,
+        Ifaces,
+        Tunables, //
+    },
     frag::Geometry,
     limits::DeviceAttrs,
     params::Params,
@@ -128,6 +132,36 @@ fn mr_pages(attrs: &DeviceAttrs, max_payload: u32) -> u32 {
         .min(u32::try_from(want).unwrap_or(u32::MAX))
 }
 
+impl Fastreg {
+    /// Opens an interface with the module parameters on the device's IPv4 address, if any.
+    fn default_iface(&self, device: &verbs::Device, res: &Arc<DevRes>) {
+        let Some(ip) = device.ipv4() else {
+            pr_info!(
+                "{}: no IPv4 address: no default interface (add one through ctl)\n",
+                res.name()
+            );
+            return;
+        };
+        let tun = Tunables::defaults(&self.params);
+        let addr = verbs::SockAddr { ip, port: tun.port };
+        let r = Iface::new(
+            res.clone(),
+            addr,
+            tun,
+            self.params.timeout.saturating_mul(1000),
+        )
+        .and_then(|i| self.ifaces.add(i));
+        if let Err(e) = r {
+            pr_warn!(
+                "{}: no default interface at {}: {:?}\n",
+                res.name(),
+                addr,
+                e
+            );
+        }
+    }
+}
+
 impl verbs::Client for Fastreg {
     type DeviceData = KBox<FrDevice>;
 
@@ -194,6 +228,7 @@ impl verbs::Client for Fastreg {
             self.params.queue_depth,
             figures.o2iblnd_sq_depth
         );
+        self.default_iface(device, &res);
         Ok(KBox::new(FrDevice { res }, GFP_KERNEL)?)
     }
 

@@ -596,9 +596,10 @@ pub(crate) fn run(devices: &Devices, params: &Params, cmd: &command::Loopback) -
         );
         return Err(EMSGSIZE);
     }
+    // Next to the service port, where the interface on this address listens.
     let addr = SockAddr {
         ip: cmd.ip,
-        port: params.port,
+        port: params.port.checked_add(1).unwrap_or(params.port - 1),
     };
     let (offset, len) = (cmd.offset as usize, cmd.len as usize);
     let slots_n = cmd.concurrency.min(cmd.count) as usize;

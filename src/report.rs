@@ -151,13 +151,18 @@ impl CtlFile {
                         CString::try_from_fmt(fmt!("error no device {}", dev)),
                     );
                 };
+                let d = Tunables::defaults(p);
                 let t = Tunables {
-                    queue_depth: tun.queue_depth.unwrap_or(p.queue_depth as u16),
-                    max_payload: tun.max_payload.unwrap_or(p.max_payload),
-                    max_regs: tun.max_regs.unwrap_or(16),
-                    port: tun.port.unwrap_or(p.port),
+                    queue_depth: tun.queue_depth.unwrap_or(d.queue_depth),
+                    max_payload: tun.max_payload.unwrap_or(d.max_payload),
+                    max_regs: tun.max_regs.unwrap_or(d.max_regs),
+                    port: tun.port.unwrap_or(d.port),
                 };
                 let addr = verbs::SockAddr { ip, port: t.port };
+                // An interface already there is retuned: replaced with the new values.
+                if self.ifaces.del(ip, Some(t.port)).is_ok() {
+                    pr_info!("{}: retuning interface {}\n", dev, addr);
+                }
                 let r = Iface::new(res, addr, t, p.timeout.saturating_mul(1000))
                     .and_then(|i| self.ifaces.add(i));
                 let text = match &r {

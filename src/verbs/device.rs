@@ -89,6 +89,16 @@ impl Device {
         unsafe { CStr::from_char_ptr(name.as_ptr()) }
     }
 
+    /// The first IPv4 address of the net device under port 1, if any.
+    pub(crate) fn ipv4(&self) -> Option<[u8; 4]> {
+        // SAFETY: The device is valid by the type invariant; the helper takes and drops its
+        // own reference to the net device.
+        let addr = unsafe { ib::fastreg_ib_port_ipv4(self.as_raw(), 1) };
+        // `__be32`: the bytes in memory are the address, most significant first.
+        let b = addr.to_ne_bytes();
+        (addr != 0).then_some(b)
+    }
+
     /// The device's fast-registration attributes.
     pub(crate) fn attrs(&self) -> DeviceAttrs {
         // SAFETY: The device is valid; `attrs` is written by the driver before registration

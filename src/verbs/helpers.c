@@ -3,6 +3,8 @@
  * Out-of-line wrappers of static inline verbs and KBUILD_MODNAME macros, for Rust.
  * See include/fastreg_helpers.h.
  */
+#include <linux/inetdevice.h>
+#include <linux/netdevice.h>
 #include <linux/scatterlist.h>
 #include <rdma/ib_verbs.h>
 
@@ -99,4 +101,25 @@ void fastreg_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t 
 void fastreg_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size)
 {
 	ib_dma_sync_single_for_device(dev, addr, size, DMA_BIDIRECTIONAL);
+}
+
+__be32 fastreg_ib_port_ipv4(struct ib_device *device, u32 port)
+{
+	struct net_device *ndev = ib_device_get_netdev(device, port);
+	const struct in_ifaddr *ifa;
+	struct in_device *in_dev;
+	__be32 addr = 0;
+
+	if (!ndev)
+		return 0;
+	rcu_read_lock();
+	in_dev = __in_dev_get_rcu(ndev);
+	if (in_dev) {
+		ifa = rcu_dereference(in_dev->ifa_list);
+		if (ifa)
+			addr = ifa->ifa_local;
+	}
+	rcu_read_unlock();
+	dev_put(ndev);
+	return addr;
 }

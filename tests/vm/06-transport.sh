@@ -98,15 +98,21 @@ bulk_counters() {
 sizes=(1 4095 4096 4097 65536 1048575 1048576)
 offsets=(0 1 4095)
 
-ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 9))
+ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 11))
 check "two rxe devices on a veth pair" veth_up
 check "insmod timeout=5" load timeout=5
-check "interface A: queue_depth=16 max_payload=4M max_regs=16" \
+default_ifaces() {
+	grep -q "^iface $RXE_DEV0 $VETH_ADDR0:7471 queue_depth=8 max_payload=1048576 max_regs=16 " "$CONNS" &&
+		grep -q "^iface $RXE_DEV1 $VETH_ADDR1:7471 queue_depth=8 " "$CONNS" || { cat "$CONNS"; return 1; }
+}
+check "a default interface on each device with an IPv4 address" default_ifaces
+check "interface A retuned: queue_depth=16 max_payload=4M max_regs=16" \
 	ctl iface add $RXE_DEV0 $VETH_ADDR0 queue_depth=16 max_payload=4M max_regs=16
-check "no listener at the peer yet: refused at once" fails_within 5 ping $VETH_ADDR0 $VETH_ADDR1 1
+check "interface B removed" ctl iface del $VETH_ADDR1
+check "no listener at the peer: refused at once" fails_within 5 ping $VETH_ADDR0 $VETH_ADDR1 1
 check "interface B: queue_depth=4 max_payload=1M max_regs=8" \
 	ctl iface add $RXE_DEV1 $VETH_ADDR1 queue_depth=4 max_payload=1M max_regs=8
-check "a second interface on the same address is refused" bash -c "! echo 'iface add $RXE_DEV0 $VETH_ADDR0' >$CTL"
+check "tunables shown per interface" bash -c "grep -q '^iface $RXE_DEV0 $VETH_ADDR0:7471 queue_depth=16 max_payload=4194304 max_regs=16 ' $CONNS && grep -q '^iface $RXE_DEV1 $VETH_ADDR1:7471 queue_depth=4 max_payload=1048576 max_regs=8 ' $CONNS"
 check "ping A -> B" ctl ping $VETH_ADDR0 $VETH_ADDR1 20
 check "the connection has the smaller side's values on both ends" negotiated_minimum
 check "rejects counted by reason on both sides" rejects_counted
@@ -156,9 +162,9 @@ rmmod_during_traffic() {
 
 check "rmmod during bulk transfers" rmmod_during_traffic
 check "nothing left after rmmod" no_fastreg_resources
-check "reload with timeout=5, interfaces again" bash -c "insmod $KO timeout=5 && echo 'iface add $RXE_DEV0 $VETH_ADDR0' >$CTL && echo 'iface add $RXE_DEV1 $VETH_ADDR1' >$CTL"
+check "reload with timeout=5: default interfaces again" bash -c "insmod $KO timeout=5 && grep -q '^iface $RXE_DEV1 ' $CONNS"
 check "link down during pings: they fail and the connection closes with the reason" link_down_fails
-check "interfaces removed" bash -c "echo 'iface del $VETH_ADDR0' >$CTL && echo 'iface del $VETH_ADDR1' >$CTL && ! grep -q '^iface' $CONNS"
+check "interfaces removed" bash -c "echo 'iface del $VETH_ADDR0' >$CTL && echo 'iface del $VETH_ADDR1' >$CTL && ! grep -q '^iface rxe_v' $CONNS"
 check "rmmod" unload
 check "nothing left at the end" no_fastreg_resources
 check "no kernel warnings" no_kernel_errors
