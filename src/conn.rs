@@ -35,6 +35,7 @@ use kernel::{
     },
     time::{
         msecs_to_jiffies,
+        Delta,
         Instant,
         Jiffies,
         Monotonic, //
@@ -221,6 +222,8 @@ struct ConnState {
     pongs_owed: KVec<u64>,
     last_pong: Option<u64>,
     next_cookie: u64,
+    /// When this side last sent a message.
+    last_tx: Instant<Monotonic>,
     /// Test hook: corrupt the next message sent (see the `fault` command).
     mangle: Option<wire::Mangle>,
     /// Transfers this side started.
@@ -249,6 +252,7 @@ enum Step {
 
 struct Xfer {
     cookie: u64,
+    started: Instant<Monotonic>,
     step: Step,
     /// PUT: the sink's registrations.
     regs: Regs,
@@ -256,6 +260,7 @@ struct Xfer {
 
 /// The sink of a PUT.
 struct Sink {
+    since: Instant<Monotonic>,
     sink_cookie: u64,
     seed: u32,
     region: Region,
@@ -563,6 +568,7 @@ impl Conn {
                     pongs_owed: KVec::new(),
                     last_pong: None,
                     next_cookie: 1,
+                    last_tx: Instant::now(),
                     mangle: None,
                     xfers: KVec::new(),
                     sinks: KVec::new(),
@@ -821,6 +827,7 @@ impl Conn {
                 st.credits -= 1;
                 st.outstanding -= returned;
                 st.stats.tx += 1;
+                st.last_tx = Instant::now();
                 if noop {
                     st.stats.noops_tx += 1;
                 }
@@ -1040,6 +1047,7 @@ impl Conn {
             Ok(_) => {
                 st.sinks.push(
                     Sink {
+                        since: Instant::now(),
                         sink_cookie,
                         seed: cookie as u32,
                         region,
@@ -1232,6 +1240,33 @@ impl Conn {
         }
     }
 
+    /// Periodic checks: fails the connection when a transfer waits on the peer longer than
+    /// `timeout_ms`, and sends a NOOP after `keepalive` idle seconds (0: never), which
+    /// also finds out that a silent peer is gone (the send fails).
+    fn tick(&self, keepalive: u32, timeout_ms: u32) {
+        let mut st = self.st.lock();
+        if st.state != State::Established {
+            return;
+        }
+        let limit = Delta::from_millis(timeout_ms.into());
+        let late = st.xfers.iter().any(|x| {
+            matches!(x.step, Step::Waiting | Step::Acked(_)) && x.started.elapsed() > limit
+        }) || st.sinks.iter().any(|s| s.since.elapsed() > limit);
+        if late {
+            pr_err!(
+                "{} {} {}: transfer timed out\n",
+                self.iface.addr,
+                if self.active { "->" } else { "<-" },
+                self.peer
+            );
+            self.on(&mut st, Event::Error, "transfer timed out");
+            return;
+        }
+        if keepalive > 0 && st.last_tx.elapsed() >= Delta::from_secs(keepalive.into()) {
+            let _ = self.send_locked(&mut st, Body::Noop, true);
+        }
+    }
+
     /// Starts tracking a transfer this side initiates; returns its cookie.
     fn new_xfer(st: &mut ConnState) -> Result<u64> {
         let cookie = st.next_cookie;
@@ -1239,6 +1274,7 @@ impl Conn {
         st.xfers.push(
             Xfer {
                 cookie,
+                started: Instant::now(),
                 step: Step::Waiting,
                 regs: Regs::new(),
             },
@@ -1909,6 +1945,22 @@ impl CmHandler for Ctx {
     }
 }
 
+/// The periodic work of the transport: the interfaces and the module's timing parameters.
+pub(crate) struct NetTick {
+    /// The interfaces.
+    pub(crate) ifaces: Arc<Ifaces>,
+    /// Idle seconds before a keepalive (0: none).
+    pub(crate) keepalive: u32,
+    /// Transfer timeout.
+    pub(crate) timeout_ms: u32,
+}
+
+impl verbs::Tick for NetTick {
+    fn tick(&self) {
+        self.ifaces.tick(self.keepalive, self.timeout_ms);
+    }
+}
+
 /// The interfaces of the module.
 #[pin_data]
 pub(crate) struct Ifaces {
@@ -1934,6 +1986,36 @@ impl Ifaces {
         }
         list.push(iface, GFP_KERNEL)?;
         Ok(())
+    }
+
+    /// Periodic work: tears down closed connections and runs every connection's checks.
+    pub(crate) fn tick(&self, keepalive: u32, timeout_ms: u32) {
+        self.reap();
+        let list: KVec<Arc<Iface>> = {
+            let list = self.list.lock();
+            let mut v = KVec::new();
+            for i in list.iter() {
+                if v.push(i.clone(), GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+            v
+        };
+        for i in list.iter() {
+            let conns: KVec<Arc<Conn>> = {
+                let st = i.st.lock();
+                let mut v = KVec::new();
+                for c in st.conns.iter() {
+                    if v.push(c.clone(), GFP_KERNEL).is_err() {
+                        break;
+                    }
+                }
+                v
+            };
+            for c in conns.iter() {
+                c.tick(keepalive, timeout_ms);
+            }
+        }
     }
 
     /// Tears down the connections of every interface that are closing or closed.

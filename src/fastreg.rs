@@ -98,11 +98,22 @@ fn load_params() -> Result<Params> {
     })
 }
 
+/// Stops the transport's periodic work when dropped.
+struct TickGuard(Arc<verbs::Ticker<conn::NetTick>>);
+
+impl Drop for TickGuard {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 /// The loaded module.
 struct FastregModule {
-    // Fields are dropped in declaration order. The client goes first: unregistering it calls
-    // `remove` for every device, which frees everything fastreg holds there. The debugfs
-    // files go after, so they never show a device whose resources are gone.
+    // Fields are dropped in declaration order. The periodic work stops first, so nothing
+    // runs during teardown. Then the client: unregistering it calls `remove` for every
+    // device, which frees everything fastreg holds there. The debugfs files go last, so
+    // they never show a device whose resources are gone.
+    _tick: TickGuard,
     _client: verbs::Registration<Fastreg>,
     _report: report::Report,
 }
@@ -114,12 +125,21 @@ impl kernel::Module for FastregModule {
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
         let ifaces = Arc::pin_init(conn::Ifaces::new(), GFP_KERNEL)?;
         let report = report::Report::new(params, devices.clone(), ifaces.clone())?;
+        let tick = TickGuard(verbs::Ticker::start(
+            conn::NetTick {
+                ifaces: ifaces.clone(),
+                keepalive: params.keepalive,
+                timeout_ms: params.timeout.saturating_mul(1000),
+            },
+            1000,
+        )?);
         let client = verbs::Registration::new(Fastreg {
             params,
             devices,
             ifaces,
         })?;
         Ok(Self {
+            _tick: tick,
             _client: client,
             _report: report,
         })

@@ -17,6 +17,7 @@ mod mr;
 mod msgbuf;
 mod pd;
 mod qp;
+mod ticker;
 mod wr;
 
 pub(crate) use buffer::{
@@ -54,6 +55,10 @@ pub(crate) use mr::{
 pub(crate) use msgbuf::MsgBuf;
 pub(crate) use pd::Pd;
 pub(crate) use qp::SendQueue;
+pub(crate) use ticker::{
+    Tick,
+    Ticker, //
+};
 pub(crate) use wr::{
     Access,
     FrMr,

@@ -70,9 +70,27 @@ link_down_fails() {
 	wait
 	ip link set veth_v1 up
 	veth_neigh || return 1
-	dmesg_has "$VETH_ADDR0:[0-9]+ -> $VETH_ADDR1:[0-9]+: closing: (send|receive) failed" &&
-		conn_line $VETH_ADDR0 "->" $VETH_ADDR1 | grep -Eq 'state=closing .*reason=(send|receive) failed' ||
+	dmesg_has "$VETH_ADDR0:[0-9]+ -> $VETH_ADDR1:[0-9]+: closing: (send|receive) failed" ||
 		{ cat "$CONNS"; return 1; }
+}
+
+# With keepalive=1: idle connections exchange NOOPs; when the link goes down both sides find
+# out (the keepalive fails) and the periodic work tears the connections down.
+keepalive_noops() {
+	ctl ping $VETH_ADDR0 $VETH_ADDR1 1 || return 1
+	sleep 3
+	conn_line $VETH_ADDR0 "->" $VETH_ADDR1 | grep -Eq ' noops_tx=[1-9][0-9]* noops_rx=[1-9]' &&
+		conn_line $VETH_ADDR1 "<-" $VETH_ADDR0 | grep -Eq ' noops_tx=[1-9][0-9]* noops_rx=[1-9]' ||
+		{ cat "$CONNS"; return 1; }
+}
+dead_peers_reaped() {
+	local i
+	for i in $(seq 20); do
+		grep -q 'established=0 closing=0 closed=0' "$CONNS" && return 0
+		sleep 1
+	done
+	cat "$CONNS"
+	return 1
 }
 
 # bulk OP OFFSET LENGTH: one checked transfer A -> B (put) or B -> A into A (get).
@@ -98,7 +116,7 @@ bulk_counters() {
 sizes=(1 4095 4096 4097 65536 1048575 1048576)
 offsets=(0 1 4095)
 
-ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 11))
+ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 13))
 check "two rxe devices on a veth pair" veth_up
 check "insmod timeout=5" load timeout=5
 default_ifaces() {
@@ -162,8 +180,10 @@ rmmod_during_traffic() {
 
 check "rmmod during bulk transfers" rmmod_during_traffic
 check "nothing left after rmmod" no_fastreg_resources
-check "reload with timeout=5: default interfaces again" bash -c "insmod $KO timeout=5 && grep -q '^iface $RXE_DEV1 ' $CONNS"
+check "reload with timeout=5 keepalive=1: default interfaces again" bash -c "insmod $KO timeout=5 keepalive=1 && grep -q '^iface $RXE_DEV1 ' $CONNS"
+check "idle connections exchange keepalive NOOPs" keepalive_noops
 check "link down during pings: they fail and the connection closes with the reason" link_down_fails
+check "both sides' failed connections are torn down by the periodic work" dead_peers_reaped
 check "interfaces removed" bash -c "echo 'iface del $VETH_ADDR0' >$CTL && echo 'iface del $VETH_ADDR1' >$CTL && ! grep -q '^iface rxe_v' $CONNS"
 check "rmmod" unload
 check "nothing left at the end" no_fastreg_resources
