@@ -224,6 +224,8 @@ struct ConnState {
     next_cookie: u64,
     /// When this side last sent a message.
     last_tx: Instant<Monotonic>,
+    /// When this side last received one.
+    last_rx: Instant<Monotonic>,
     /// Test hook: corrupt the next message sent (see the `fault` command).
     mangle: Option<wire::Mangle>,
     /// Transfers this side started.
@@ -569,6 +571,7 @@ impl Conn {
                     last_pong: None,
                     next_cookie: 1,
                     last_tx: Instant::now(),
+                    last_rx: Instant::now(),
                     mangle: None,
                     xfers: KVec::new(),
                     sinks: KVec::new(),
@@ -934,6 +937,7 @@ impl Conn {
             }
         };
         st.stats.rx += 1;
+        st.last_rx = Instant::now();
         if kind == wire::Type::Noop {
             st.stats.noops_rx += 1;
         }
@@ -1262,7 +1266,23 @@ impl Conn {
             self.on(&mut st, Event::Error, "transfer timed out");
             return;
         }
-        if keepalive > 0 && st.last_tx.elapsed() >= Delta::from_secs(keepalive.into()) {
+        if keepalive == 0 {
+            return;
+        }
+        // A live peer sends at least a keepalive every `keepalive` seconds.
+        let silent = Delta::from_millis(i64::from(timeout_ms).max(3000 * i64::from(keepalive)));
+        if st.last_rx.elapsed() > silent {
+            pr_err!(
+                "{} {} {}: nothing heard for {} s\n",
+                self.iface.addr,
+                if self.active { "->" } else { "<-" },
+                self.peer,
+                silent.as_millis() / 1000
+            );
+            self.on(&mut st, Event::Error, "peer silent");
+            return;
+        }
+        if st.last_tx.elapsed() >= Delta::from_secs(keepalive.into()) {
             let _ = self.send_locked(&mut st, Body::Noop, true);
         }
     }
