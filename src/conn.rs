@@ -1981,6 +1981,18 @@ impl verbs::Tick for NetTick {
     }
 }
 
+/// A copy of a list of references, to work on its items without holding its lock. Under
+/// memory pressure the copy may be short: the periodic work catches up at the next tick.
+fn snapshot<T>(list: &[Arc<T>]) -> KVec<Arc<T>> {
+    let mut v = KVec::with_capacity(list.len(), GFP_KERNEL).unwrap_or_default();
+    for x in list {
+        if v.push(x.clone(), GFP_KERNEL).is_err() {
+            break;
+        }
+    }
+    v
+}
+
 /// The interfaces of the module.
 #[pin_data]
 pub(crate) struct Ifaces {
@@ -2011,27 +2023,10 @@ impl Ifaces {
     /// Periodic work: tears down closed connections and runs every connection's checks.
     pub(crate) fn tick(&self, keepalive: u32, timeout_ms: u32) {
         self.reap();
-        let list: KVec<Arc<Iface>> = {
-            let list = self.list.lock();
-            let mut v = KVec::new();
-            for i in list.iter() {
-                if v.push(i.clone(), GFP_KERNEL).is_err() {
-                    break;
-                }
-            }
-            v
-        };
-        for i in list.iter() {
-            let conns: KVec<Arc<Conn>> = {
-                let st = i.st.lock();
-                let mut v = KVec::new();
-                for c in st.conns.iter() {
-                    if v.push(c.clone(), GFP_KERNEL).is_err() {
-                        break;
-                    }
-                }
-                v
-            };
+        // The copies are taken in `let` statements so no lock is held while working.
+        let ifaces = snapshot(&self.list.lock());
+        for i in ifaces.iter() {
+            let conns = snapshot(&i.st.lock().conns);
             for c in conns.iter() {
                 c.tick(keepalive, timeout_ms);
             }
@@ -2040,17 +2035,8 @@ impl Ifaces {
 
     /// Tears down the connections of every interface that are closing or closed.
     pub(crate) fn reap(&self) {
-        let list: KVec<Arc<Iface>> = {
-            let list = self.list.lock();
-            let mut v = KVec::new();
-            for i in list.iter() {
-                if v.push(i.clone(), GFP_KERNEL).is_err() {
-                    break;
-                }
-            }
-            v
-        };
-        for i in list.iter() {
+        let ifaces = snapshot(&self.list.lock());
+        for i in ifaces.iter() {
             i.reap();
         }
     }
