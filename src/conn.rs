@@ -693,7 +693,7 @@ impl Conn {
                 pr_info!(
                     "{} {} {}: closing: {}\n",
                     self.iface.addr,
-                    if self.active { "->" } else { "<-" },
+                    self.dir(),
                     self.peer,
                     reason
                 );
@@ -706,6 +706,31 @@ impl Conn {
         st.state = s;
         self.cv.notify_all();
         a
+    }
+
+    /// `->` for a connection this side opened, `<-` for one it accepted (for logs).
+    fn dir(&self) -> &'static str {
+        if self.active {
+            "->"
+        } else {
+            "<-"
+        }
+    }
+
+    /// A work request of the connection completed in error: unless the connection is
+    /// already going down (its work requests flush), log it and fail the connection.
+    fn wr_failed(&self, st: &mut ConnState, wc: &Wc<'_>, reason: &'static str) {
+        if matches!(st.state, State::Closing | State::Closed) {
+            return;
+        }
+        pr_err!(
+            "{} {}: {}: {}\n",
+            self.iface.addr,
+            self.peer,
+            reason,
+            wc.status_msg().to_str().unwrap_or("?")
+        );
+        self.on(st, Event::Error, reason);
     }
 
     /// Fails the connection with `reason`.
@@ -928,7 +953,7 @@ impl Conn {
                 pr_err!(
                     "{} {} {}: invalid message: {}\n",
                     self.iface.addr,
-                    if self.active { "->" } else { "<-" },
+                    self.dir(),
                     self.peer,
                     Show(e)
                 );
@@ -1260,7 +1285,7 @@ impl Conn {
             pr_err!(
                 "{} {} {}: transfer timed out\n",
                 self.iface.addr,
-                if self.active { "->" } else { "<-" },
+                self.dir(),
                 self.peer
             );
             self.on(&mut st, Event::Error, "transfer timed out");
@@ -1275,7 +1300,7 @@ impl Conn {
             pr_err!(
                 "{} {} {}: nothing heard for {} s\n",
                 self.iface.addr,
-                if self.active { "->" } else { "<-" },
+                self.dir(),
                 self.peer,
                 silent.as_millis() / 1000
             );
@@ -1703,7 +1728,7 @@ impl Conn {
         write!(
             f,
             "  conn {} {} state={} ",
-            if self.active { "->" } else { "<-" },
+            self.dir(),
             self.peer,
             st.state.name()
         )?;
@@ -1741,15 +1766,7 @@ impl Handler for TxSlot {
         let mut st = conn.st.lock();
         conn.finish(&mut st, &this, wc.ok());
         if !wc.ok() {
-            if !matches!(st.state, State::Closing | State::Closed) {
-                pr_err!(
-                    "{} {}: send failed: {}\n",
-                    conn.iface.addr,
-                    conn.peer,
-                    wc.status_msg().to_str().unwrap_or("?")
-                );
-                conn.on(&mut st, Event::Error, "send failed");
-            }
+            conn.wr_failed(&mut st, wc, "send failed");
             return;
         }
         // Room for every slot was reserved at setup.
@@ -1763,16 +1780,7 @@ impl Handler for RxSlot {
     fn done(this: Arc<Completion<Self>>, wc: &Wc<'_>, _chain: SendChain) {
         let conn = this.value().conn.clone();
         if !wc.ok() {
-            let mut st = conn.st.lock();
-            if !matches!(st.state, State::Closing | State::Closed) {
-                pr_err!(
-                    "{} {}: receive failed: {}\n",
-                    conn.iface.addr,
-                    conn.peer,
-                    wc.status_msg().to_str().unwrap_or("?")
-                );
-                conn.on(&mut st, Event::Error, "receive failed");
-            }
+            conn.wr_failed(&mut conn.st.lock(), wc, "receive failed");
             return;
         }
         conn.receive(&this, wc.byte_len(), wc.invalidated_rkey());
@@ -1837,7 +1845,7 @@ impl CmHandler for Ctx {
                 pr_info!(
                     "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} sq_depth={}\n",
                     conn.iface.addr,
-                    if conn.active { "->" } else { "<-" },
+                    conn.dir(),
                     conn.peer,
                     st.params.map(|p| p.queue_depth).unwrap_or(0),
                     st.params.map(|p| p.max_payload).unwrap_or(0),
