@@ -51,6 +51,7 @@ use crate::{
     },
     device::DevRes,
     mr_state::state::{
+        Free,
         Invalidating,
         Registered, //
     },
@@ -86,6 +87,7 @@ use crate::{
     wire::{
         self,
         Body,
+        Check,
         ConnParams,
         Limits,
         Msg,
@@ -180,6 +182,14 @@ pub(crate) struct Iface {
     timeout_ms: u32,
     rejects_sent: RejectCounts,
     rejects_received: RejectCounts,
+    /// Seeds of the transfers this interface starts.
+    seeds: Atomic<u32>,
+    /// Held while connecting, so that threads asking for the same peer at once share one
+    /// connection.
+    #[pin]
+    connecting: Mutex<()>,
+    /// Test hook: transfers this interface serves next whose data it corrupts.
+    corrupt_next: Atomic<u32>,
     #[pin]
     st: Mutex<IfaceState>,
 }
@@ -203,6 +213,10 @@ struct Stats {
     served: u64,
     corrupt: u64,
     remote_inv: u64,
+    /// Requests this side refused for want of MRs or memory (`-EAGAIN`).
+    busy: u64,
+    /// Requests this side retried after the peer was busy.
+    retries: u64,
 }
 
 struct ConnState {
@@ -218,9 +232,9 @@ struct ConnState {
     /// Idle send slots, each with its chain storage.
     tx_free: KVec<(Arc<Completion<TxSlot>>, SendChain)>,
     rx: KVec<Arc<Completion<RxSlot>>>,
-    /// Cookies of pings to answer, waiting for a credit.
-    pongs_owed: KVec<u64>,
-    last_pong: Option<u64>,
+    /// Messages owed to the peer (answers and requests to serve), sent in order as credits
+    /// allow.
+    owed: KVec<Owed>,
     next_cookie: u64,
     /// When this side last sent a message.
     last_tx: Instant<Monotonic>,
@@ -237,6 +251,29 @@ struct ConnState {
     stats: Stats,
 }
 
+/// Something owed to the peer, waiting for a credit and a send slot.
+enum Owed {
+    /// The answer to a ping.
+    Pong(u64),
+    /// The verdict on a PUT's data.
+    Result(u64, i32),
+    /// A PUT to serve as the sink.
+    Put {
+        cookie: u64,
+        size: u64,
+        seed: u32,
+        check: Check,
+    },
+    /// A GET to serve as the source.
+    Get {
+        cookie: u64,
+        size: u64,
+        seed: u32,
+        check: Check,
+        regs: Regs,
+    },
+}
+
 /// Where a transfer this side started stands.
 #[derive(Clone, Copy)]
 enum Step {
@@ -246,7 +283,7 @@ enum Step {
     Acked(u64),
     /// The peer refused or failed it.
     Failed(i32),
-    /// GET: the data is in, with the rkey the peer invalidated.
+    /// GET: the data is in, with the rkey the peer invalidated (ping: the pong arrived).
     Done(Option<u32>),
     /// This side's last chain of the transfer completed (`true`) or failed.
     ChainDone(bool),
@@ -254,17 +291,29 @@ enum Step {
 
 struct Xfer {
     cookie: u64,
-    started: Instant<Monotonic>,
+    /// When its request went out (the transfer timeout runs from there).
+    sent: Option<Instant<Monotonic>>,
     step: Step,
+    /// PUT with a check: the sink's verdict.
+    verdict: Option<i32>,
     /// PUT: the sink's registrations.
     regs: Regs,
+}
+
+/// How the sink of a PUT checks its data, and whom it tells.
+#[derive(Clone, Copy)]
+struct SinkCheck {
+    /// The source's cookie, for the verdict.
+    cookie: u64,
+    seed: u32,
+    check: Check,
 }
 
 /// The sink of a PUT.
 struct Sink {
     since: Instant<Monotonic>,
     sink_cookie: u64,
-    seed: u32,
+    how: SinkCheck,
     region: Region,
     regs: KVec<FrMr<Registered>>,
 }
@@ -274,7 +323,7 @@ enum Finishing {
     /// The source side of a GET this side serves: its MRs are invalidated.
     ServedGet(Region, KVec<FrMr<Invalidating>>),
     /// The sink side of a PUT: the LOCAL_INVs of its other MRs; then the data is checked.
-    ServedPut(Region, KVec<FrMr<Invalidating>>, u32),
+    ServedPut(Region, KVec<FrMr<Invalidating>>, SinkCheck),
     /// A chain of a transfer this side started (its MRs, invalidated in the chain).
     Mine(u64, KVec<FrMr<Invalidating>>),
 }
@@ -328,6 +377,35 @@ fn not_connected() -> Error {
 }
 
 impl Iface {
+    /// A new seed for a transfer's pattern.
+    pub(crate) fn seed(&self) -> u32 {
+        let n = self.seeds.fetch_add(1, Relaxed);
+        (self.stamp as u32) ^ n.wrapping_mul(0x9e37_79b9)
+    }
+
+    /// Test hook (`fault IFACE corrupt N`): the next `n` transfers this interface serves
+    /// get one byte of their data inverted, at the sink before it checks (PUT) or at the
+    /// source before it writes (GET).
+    pub(crate) fn corrupt_served(&self, n: u32) {
+        self.corrupt_next.store(n, Relaxed);
+    }
+
+    /// Applies the corruption hook to a served transfer's data, if armed.
+    fn corrupt_hook(&self, region: &Region) -> Result {
+        let mut n = self.corrupt_next.load(Relaxed);
+        while n > 0 {
+            match self.corrupt_next.cmpxchg(n, n - 1, Relaxed) {
+                Ok(_) => {
+                    let len = region.buffer().len();
+                    pr_info!("{}: corrupting byte {} of a served transfer\n", self.addr, len / 2);
+                    return region.buffer().flip(len / 2);
+                }
+                Err(now) => n = now,
+            }
+        }
+        Ok(())
+    }
+
     /// Creates an interface on `res` at `addr` and starts listening.
     pub(crate) fn new(
         res: Arc<DevRes>,
@@ -344,6 +422,9 @@ impl Iface {
                 timeout_ms,
                 rejects_sent: RejectCounts::new(),
                 rejects_received: RejectCounts::new(),
+                seeds: Atomic::new(0),
+                connecting <- new_mutex!((), "fastreg::Iface::connecting"),
+                corrupt_next: Atomic::new(0),
                 st <- new_mutex!(IfaceState {
                     listener: None,
                     conns: KVec::new(),
@@ -437,19 +518,13 @@ impl Iface {
 
     /// The established connection to `peer`, connecting (and negotiating) if needed.
     pub(crate) fn connect(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
+        if let Some(c) = self.established(peer)? {
+            return Ok(c);
+        }
+        let _one = self.connecting.lock();
         self.reap();
-        {
-            let st = self.st.lock();
-            if st.closed {
-                return Err(ENODEV);
-            }
-            if let Some(c) = st
-                .conns
-                .iter()
-                .find(|c| c.peer == peer && c.active && c.state() == State::Established)
-            {
-                return Ok(c.clone());
-            }
+        if let Some(c) = self.established(peer)? {
+            return Ok(c);
         }
         let mut asked = self.local().params(0, 0);
         for attempt in 0..MAX_ATTEMPTS {
@@ -495,6 +570,24 @@ impl Iface {
             MAX_ATTEMPTS
         );
         Err(refused())
+    }
+
+    /// The established connection this interface made to `peer`, if any.
+    fn established(&self, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
+        let st = self.st.lock();
+        if st.closed {
+            return Err(ENODEV);
+        }
+        Ok(st
+            .conns
+            .iter()
+            .find(|c| c.peer == peer && c.active && c.state() == State::Established)
+            .cloned())
+    }
+
+    /// Its device's resources.
+    pub(crate) fn res(&self) -> &Arc<DevRes> {
+        &self.res
     }
 
     fn forget(&self, conn: &Arc<Conn>) {
@@ -567,8 +660,7 @@ impl Conn {
                     outstanding: 0,
                     tx_free: KVec::new(),
                     rx: KVec::new(),
-                    pongs_owed: KVec::new(),
-                    last_pong: None,
+                    owed: KVec::new(),
                     next_cookie: 1,
                     last_tx: Instant::now(),
                     last_rx: Instant::now(),
@@ -589,10 +681,19 @@ impl Conn {
         self.st.lock().state
     }
 
-    fn caps(qd: u16) -> QpCaps {
+    /// Most work requests one transfer's chain takes on a connection of `max_payload` on
+    /// `res` (see [`crate::budget`]).
+    fn chain_wrs(res: &DevRes, max_payload: u32) -> u32 {
+        crate::budget::per_transfer(res.geo.max_mrs_for(max_payload.into())).total()
+    }
+
+    /// Queue sizes for `qd` transfers of up to `max_payload` bytes: the send queue holds
+    /// `qd` transfers' chains and the reserved messages ([`crate::budget::sq_depth`]).
+    fn caps(res: &DevRes, qd: u16, max_payload: u32) -> QpCaps {
         let slots = u32::from(qd) + EXTRA;
+        let chain = Self::chain_wrs(res, max_payload);
         QpCaps {
-            send_wr: slots + 1,
+            send_wr: crate::budget::sq_depth(qd.into(), chain).unwrap_or(u32::MAX),
             recv_wr: slots + 1,
             send_sge: 1,
             recv_sge: 1,
@@ -628,7 +729,7 @@ impl Conn {
             ep.post_recv(&r.value().buf, r)?;
         }
         let mut st = self.st.lock();
-        st.pongs_owed.reserve(slots, GFP_KERNEL)?;
+        st.owed.reserve(slots, GFP_KERNEL)?;
         st.tx_free = tx;
         st.rx = rx;
         Ok(())
@@ -755,6 +856,7 @@ impl Conn {
         // The slots refer to the connection: break the cycle.
         st.tx_free.clear();
         st.rx.clear();
+        st.owed.clear();
         // Everything in flight has completed or flushed: MRs whose keys may still be valid
         // are destroyed, never reused; transfers waiting on the peer fail.
         let res = self.iface.res.clone();
@@ -850,7 +952,9 @@ impl Conn {
             st.tx_free.push((slot, chain), GFP_NOWAIT)?;
             return Err(e);
         }
-        match ep.post(chain, &slot) {
+        // Never wait for room here (the lock is held, completions need it): callers wait
+        // for room in `wait_room` or retry from `pump`.
+        match ep.post(chain, &slot, 0) {
             Ok(()) => {
                 st.credits -= 1;
                 st.outstanding -= returned;
@@ -866,31 +970,64 @@ impl Conn {
                     chain.clear();
                     st.tx_free.push((slot, chain), GFP_NOWAIT)?;
                 }
-                Err(e.to_error())
+                match e {
+                    verbs::PostError::Timeout => Err(EAGAIN),
+                    e => Err(e.to_error()),
+                }
             }
         }
     }
 
-    /// Sends what waited for credits, then a NOOP if credits are owed and nothing went.
+    /// Sends what is owed to the peer (answers, requests to serve) as credits and send
+    /// slots allow, then a NOOP if credits are owed and nothing went.
     fn pump(&self, st: &mut ConnState) {
-        while let Some(&cookie) = st.pongs_owed.first() {
-            match self.send_locked(
-                st,
-                Body::Immediate {
-                    cookie,
-                    payload: b"pong",
-                },
-                false,
-            ) {
-                Ok(()) => {
-                    let _ = st.pongs_owed.remove(0);
+        while !st.owed.is_empty() && st.credits >= 2 && !st.tx_free.is_empty() && self.sq_room(st)
+        {
+            let Ok(o) = st.owed.remove(0) else { break };
+            let r = match o {
+                Owed::Pong(cookie) => self.send_locked(
+                    st,
+                    Body::Immediate {
+                        cookie,
+                        payload: b"pong",
+                    },
+                    false,
+                ),
+                Owed::Result(cookie, status) => {
+                    self.send_locked(st, Body::PutResult { cookie, status }, false)
                 }
-                Err(_) => break,
+                Owed::Put {
+                    cookie,
+                    size,
+                    seed,
+                    check,
+                } => self.serve_put(st, cookie, size, SinkCheck { cookie, seed, check }),
+                Owed::Get {
+                    cookie,
+                    size,
+                    seed,
+                    check,
+                    regs,
+                } => self.serve_get(st, cookie, size, seed, check, &regs),
+            };
+            if let Err(e) = r {
+                pr_err!(
+                    "{} {} {}: cannot answer: {:?}\n",
+                    self.iface.addr,
+                    self.dir(),
+                    self.peer,
+                    e
+                );
+                self.on(st, Event::Error, "cannot answer");
+                return;
             }
         }
         let Some(p) = st.params else { return };
         let hiw = (u32::from(p.queue_depth) / 2).max(1);
-        if st.outstanding >= hiw && st.pongs_owed.is_empty() {
+        // Owed messages would carry the credits, unless they are stuck for want of credits
+        // themselves: then the last credit returns ours, so the peer can return its own.
+        let stuck = !st.owed.is_empty() && st.credits < 2;
+        if (st.outstanding >= hiw && st.owed.is_empty()) || (stuck && st.outstanding > 0) {
             let _ = self.send_locked(st, Body::Noop, true);
         }
     }
@@ -908,9 +1045,9 @@ impl Conn {
             Nothing,
             Pong(u64),
             PongSeen(u64),
-            PutReq(u64, u64),
-            GetReq(u64, u64, Regs),
+            Serve(Owed),
             PutAck(u64, u64, Regs),
+            Verdict(u64, i32),
             Failed(u64, i32),
             PutDone(u64, i32),
             GetDone(u64, i32),
@@ -925,8 +1062,31 @@ impl Conn {
                         Todo::PongSeen(cookie)
                     }
                     Body::Immediate { .. } => Todo::Nothing,
-                    Body::PutReq { cookie, size } => Todo::PutReq(cookie, size),
-                    Body::GetReq { cookie, size, regs } => Todo::GetReq(cookie, size, regs),
+                    Body::PutReq {
+                        cookie,
+                        size,
+                        seed,
+                        check,
+                    } => Todo::Serve(Owed::Put {
+                        cookie,
+                        size,
+                        seed,
+                        check,
+                    }),
+                    Body::GetReq {
+                        cookie,
+                        size,
+                        seed,
+                        check,
+                        regs,
+                    } => Todo::Serve(Owed::Get {
+                        cookie,
+                        size,
+                        seed,
+                        check,
+                        regs,
+                    }),
+                    Body::PutResult { cookie, status } => Todo::Verdict(cookie, status),
                     Body::PutAck {
                         cookie,
                         sink_cookie,
@@ -984,17 +1144,22 @@ impl Conn {
         }
         let r = match todo {
             Todo::Nothing => Ok(()),
-            Todo::Pong(cookie) => {
-                // Reserved at setup: one per receive buffer.
-                let _ = st.pongs_owed.push(cookie, GFP_NOWAIT);
-                Ok(())
-            }
+            Todo::Pong(cookie) => st
+                .owed
+                .push(Owed::Pong(cookie), GFP_KERNEL)
+                .map_err(Into::into),
             Todo::PongSeen(cookie) => {
-                st.last_pong = Some(cookie);
+                // A pong whose ping gave up waiting is dropped.
+                let _ = Self::step(&mut st, cookie, Step::Done(None));
                 Ok(())
             }
-            Todo::PutReq(cookie, size) => self.serve_put(&mut st, cookie, size),
-            Todo::GetReq(cookie, size, regs) => self.serve_get(&mut st, cookie, size, &regs),
+            Todo::Serve(o) => st.owed.push(o, GFP_KERNEL).map_err(Into::into),
+            Todo::Verdict(cookie, status) => st
+                .xfers
+                .iter_mut()
+                .find(|x| x.cookie == cookie && x.verdict.is_none())
+                .map(|x| x.verdict = Some(status))
+                .ok_or(EINVAL),
             Todo::PutAck(cookie, sink_cookie, regs) => {
                 Self::step(&mut st, cookie, Step::Acked(sink_cookie)).map(|()| {
                     if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
@@ -1050,35 +1215,38 @@ impl Conn {
     }
 
     /// The sink of a PUT: registers a buffer and answers PUT_ACK with its registrations
-    /// (the REG_MRs go first in the same chain).
-    fn serve_put(&self, st: &mut ConnState, cookie: u64, size: u64) -> Result {
+    /// (the REG_MRs go first in the same chain). Without MRs or memory it answers PUT_NAK
+    /// (`-EAGAIN`: busy, the source retries).
+    fn serve_put(&self, st: &mut ConnState, cookie: u64, size: u64, how: SinkCheck) -> Result {
         let res = self.iface.res.clone();
-        let region = Region::new(&res, 0, size as usize)?;
         let sink_cookie = st.next_cookie;
         st.next_cookie += 1;
         let mut regs = KVec::new();
         let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
-        let r = self.post_locked(
-            st,
-            false,
-            |chain| {
-                region.register(&res, access, chain, &mut regs, None)?;
-                Ok(Some(region::advertise(&regs)?))
-            },
-            |r| Body::PutAck {
-                cookie,
-                sink_cookie,
-                regs: r.copied().unwrap_or(Regs::new()),
-            },
-            None,
-        );
+        let r = Region::new(&res, 0, size as usize).and_then(|region| {
+            self.post_locked(
+                st,
+                false,
+                |chain| {
+                    region.register(&res, access, chain, &mut regs, None)?;
+                    Ok(Some(region::advertise(&regs)?))
+                },
+                |r| Body::PutAck {
+                    cookie,
+                    sink_cookie,
+                    regs: r.copied().unwrap_or(Regs::new()),
+                },
+                None,
+            )
+            .map(|_| region)
+        });
         match r {
-            Ok(_) => {
+            Ok(region) => {
                 st.sinks.push(
                     Sink {
                         since: Instant::now(),
                         sink_cookie,
-                        seed: cookie as u32,
+                        how,
                         region,
                         regs,
                     },
@@ -1090,43 +1258,53 @@ impl Conn {
                 for reg in regs.drain_all() {
                     res.pool.destroy(reg.into_handle());
                 }
+                st.stats.busy += u64::from(e == EAGAIN);
                 let status = e.to_errno();
                 self.send_locked(st, Body::PutNak { cookie, status }, false)
             }
         }
     }
 
-    /// The source of a GET: writes a buffer holding the transfer's pattern into the
-    /// requester's registrations, invalidates its own, and answers GET_DONE with the
-    /// remote invalidation of the requester's first registration.
-    fn serve_get(&self, st: &mut ConnState, cookie: u64, size: u64, regs: &Regs) -> Result {
+    /// The source of a GET: writes a buffer (holding the pattern of `seed` unless `check`
+    /// is none) into the requester's registrations, invalidates its own, and answers
+    /// GET_DONE with the remote invalidation of the requester's first registration.
+    fn serve_get(
+        &self,
+        st: &mut ConnState,
+        cookie: u64,
+        size: u64,
+        seed: u32,
+        check: Check,
+        regs: &Regs,
+    ) -> Result {
         let res = self.iface.res.clone();
-        let region = Region::new(&res, 0, size as usize)?;
-        region
-            .buffer()
-            .fill(|o| region::pattern(cookie as u32, o))?;
         let mut local = KVec::new();
         let mut inv = KVec::new();
         let remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
-        let r = self.post_locked(
-            st,
-            false,
-            |chain| {
-                region.register(&res, Access::LOCAL_READ, chain, &mut local, None)?;
-                region::writes(chain, &local, region.lens(), regs.as_slice())?;
-                chain.fence();
-                region::invalidate(&res, &mut local, None, chain, &mut inv)?;
-                Ok(None)
-            },
-            |_| Body::Done {
-                get: true,
-                cookie,
-                status: 0,
-            },
-            remote_inv,
-        );
+        let r = Region::new(&res, 0, size as usize).and_then(|region| {
+            region::write_pattern(&region, seed, check)?;
+            self.iface.corrupt_hook(&region)?;
+            self.post_locked(
+                st,
+                false,
+                |chain| {
+                    region.register(&res, Access::LOCAL_READ, chain, &mut local, None)?;
+                    region::writes(chain, &local, region.lens(), regs.as_slice())?;
+                    chain.fence();
+                    region::invalidate(&res, &mut local, None, chain, &mut inv)?;
+                    Ok(None)
+                },
+                |_| Body::Done {
+                    get: true,
+                    cookie,
+                    status: 0,
+                },
+                remote_inv,
+            )
+            .map(|slot| (slot, region))
+        });
         match r {
-            Ok(slot) => {
+            Ok((slot, region)) => {
                 st.tagged.push(
                     Tagged {
                         slot,
@@ -1138,6 +1316,7 @@ impl Conn {
             }
             Err(e) => {
                 give_up(&res, &mut local, &mut inv);
+                st.stats.busy += u64::from(e == EAGAIN);
                 let status = e.to_errno();
                 self.send_locked(
                     st,
@@ -1201,7 +1380,7 @@ impl Conn {
                         .push(
                             Tagged {
                                 slot,
-                                what: Finishing::ServedPut(sink.region, pending, sink.seed),
+                                what: Finishing::ServedPut(sink.region, pending, sink.how),
                             },
                             GFP_KERNEL,
                         )
@@ -1215,22 +1394,33 @@ impl Conn {
         }
         give_up(&res, &mut regs, &mut pending);
         chain_r?;
-        self.check_sink(st, &sink.region, sink.seed);
-        Ok(())
+        self.check_sink(st, &sink.region, sink.how)
     }
 
-    /// Checks the data of a PUT this side received.
-    fn check_sink(&self, st: &mut ConnState, region: &Region, seed: u32) {
+    /// Checks the data of a PUT this side received (its registrations are dead) and owes
+    /// the source the verdict if it asked for a check.
+    fn check_sink(&self, st: &mut ConnState, region: &Region, how: SinkCheck) -> Result {
         st.stats.served += 1;
-        if let Ok(Some(off)) = region.buffer().first_mismatch(|o| region::pattern(seed, o)) {
-            st.stats.corrupt += 1;
-            pr_err!(
-                "{} <- {}: PUT data differs from the pattern at byte {}\n",
-                self.iface.addr,
-                self.peer,
-                off
-            );
+        self.iface.corrupt_hook(region)?;
+        let status = match region::verify(region, how.seed, how.check) {
+            Ok(None) => 0,
+            Ok(Some(off)) => {
+                st.stats.corrupt += 1;
+                pr_err!(
+                    "{} <- {}: PUT data differs from the pattern at byte {}\n",
+                    self.iface.addr,
+                    self.peer,
+                    off
+                );
+                -(kernel::bindings::EBADMSG as i32)
+            }
+            Err(e) => e.to_errno(),
+        };
+        if how.check != Check::None {
+            st.owed
+                .push(Owed::Result(how.cookie, status), GFP_KERNEL)?;
         }
+        Ok(())
     }
 
     /// A chain tagged with `slot` completed (`ok`) or failed.
@@ -1254,10 +1444,10 @@ impl Conn {
                 settle(inv);
                 st.stats.served += u64::from(ok);
             }
-            Finishing::ServedPut(region, inv, seed) => {
+            Finishing::ServedPut(region, inv, how) => {
                 settle(inv);
-                if ok {
-                    self.check_sink(st, &region, seed);
+                if ok && self.check_sink(st, &region, how).is_err() {
+                    self.on(st, Event::Error, "out of memory");
                 }
             }
             Finishing::Mine(cookie, inv) => {
@@ -1279,7 +1469,8 @@ impl Conn {
         }
         let limit = Delta::from_millis(timeout_ms.into());
         let late = st.xfers.iter().any(|x| {
-            matches!(x.step, Step::Waiting | Step::Acked(_)) && x.started.elapsed() > limit
+            matches!(x.step, Step::Waiting | Step::Acked(_))
+                && x.sent.is_some_and(|t| t.elapsed() > limit)
         }) || st.sinks.iter().any(|s| s.since.elapsed() > limit);
         if late {
             pr_err!(
@@ -1319,8 +1510,9 @@ impl Conn {
         st.xfers.push(
             Xfer {
                 cookie,
-                started: Instant::now(),
+                sent: None,
                 step: Step::Waiting,
+                verdict: None,
                 regs: Regs::new(),
             },
             GFP_KERNEL,
@@ -1328,9 +1520,26 @@ impl Conn {
         Ok(cookie)
     }
 
-    /// Waits up to `left` until a message can go: two credits and a send slot.
+    /// The request of transfer `cookie` went out: its timeout starts.
+    fn sent(st: &mut ConnState, cookie: u64) {
+        if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
+            x.sent = Some(Instant::now());
+        }
+    }
+
+    /// Whether the send queue has room for a transfer's chain.
+    fn sq_room(&self, st: &ConnState) -> bool {
+        let need = st
+            .params
+            .map(|p| Self::chain_wrs(&self.iface.res, p.max_payload))
+            .unwrap_or(1);
+        st.ep.as_ref().is_some_and(|ep| ep.sq_room() >= need)
+    }
+
+    /// Waits up to `left` until a request can go: two credits, a send slot, room in the
+    /// send queue for a transfer, and nothing owed to the peer (answers go first).
     fn wait_room(&self, st: &mut MutexGuard<'_, ConnState>, left: &mut Jiffies) -> Result {
-        while st.credits < 2 || st.tx_free.is_empty() {
+        while st.credits < 2 || st.tx_free.is_empty() || !st.owed.is_empty() || !self.sq_room(st) {
             if st.state != State::Established {
                 return Err(not_connected());
             }
@@ -1344,23 +1553,23 @@ impl Conn {
         Ok(())
     }
 
-    /// Waits up to `left` until transfer `cookie` reaches a step `done` accepts.
+    /// Waits up to `left` until transfer `cookie` is as `done` wants it; returns its step
+    /// and verdict.
     fn wait_xfer(
         &self,
         st: &mut MutexGuard<'_, ConnState>,
         cookie: u64,
         left: &mut Jiffies,
-        done: impl Fn(&Step) -> bool,
-    ) -> Result<Step> {
+        done: impl Fn(&Xfer) -> bool,
+    ) -> Result<(Step, Option<i32>)> {
         loop {
-            let step = st
+            let x = st
                 .xfers
                 .iter()
                 .find(|x| x.cookie == cookie)
-                .map(|x| x.step)
                 .ok_or(EINVAL)?;
-            if done(&step) {
-                return Ok(step);
+            if done(x) {
+                return Ok((x.step, x.verdict));
             }
             if matches!(st.state, State::Closing | State::Closed) {
                 return Err(not_connected());
@@ -1375,41 +1584,86 @@ impl Conn {
         }
     }
 
-    /// PUT: `len` bytes at `offset` into the first page of a local buffer, holding the
-    /// transfer's pattern, to the peer, which checks them.
-    pub(crate) fn put(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
-        self.put_keep(offset, len, timeout_ms).map(|_| ())
+    /// Runs `once` (given the milliseconds left) until it succeeds, fails for a reason
+    /// other than a busy peer (`EAGAIN`), or `timeout_ms` passed; pauses between tries.
+    fn retry_busy(&self, timeout_ms: u32, mut once: impl FnMut(u32) -> Result) -> Result {
+        let start = Instant::<Monotonic>::now();
+        let mut pause_us = 50i64;
+        loop {
+            let spent = u32::try_from(start.elapsed().as_millis()).unwrap_or(u32::MAX);
+            let left_ms = timeout_ms.saturating_sub(spent);
+            match once(left_ms) {
+                Err(e) if e == EAGAIN && left_ms > 0 => {
+                    self.st.lock().stats.retries += 1;
+                    kernel::time::delay::fsleep(Delta::from_micros(pause_us));
+                    pause_us = (pause_us * 2).min(5000);
+                }
+                Err(e) if e == EAGAIN => return Err(ETIMEDOUT),
+                r => return r,
+            }
+        }
     }
 
-    /// [`Conn::put`], returning the sink's registrations (for the stale rkey test).
-    fn put_keep(&self, offset: usize, len: usize, timeout_ms: u32) -> Result<Regs> {
+    /// PUT: moves `region` to the peer. Unless `check` is none the region is first filled
+    /// with the pattern of `seed`, and the peer checks what arrived and reports:
+    /// `EBADMSG` means the peer found the data corrupt. Retried while the peer is busy.
+    pub(crate) fn put_region(
+        &self,
+        region: &Region,
+        seed: u32,
+        check: Check,
+        timeout_ms: u32,
+    ) -> Result {
+        region::write_pattern(region, seed, check)?;
+        self.retry_busy(timeout_ms, |ms| {
+            self.put_once(region, seed, check, ms).map(|_| ())
+        })
+    }
+
+    /// One PUT try; returns the sink's registrations (for the stale rkey test).
+    fn put_once(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result<Regs> {
         let res = self.iface.res.clone();
-        let region = Region::new(&res, offset, len)?;
-        let mut left = msecs_to_jiffies(timeout_ms);
+        // MRs first, without the lock: serving never waits for MRs, so a transfer that
+        // holds the peer's MRs must not wait for its own.
+        let mut free = region.take(&res, res.pool.reserve(), Some(ms))?;
+        let mut left = msecs_to_jiffies(ms);
         let mut st = self.st.lock();
-        let cookie = Self::new_xfer(&mut st)?;
-        region
-            .buffer()
-            .fill(|o| region::pattern(cookie as u32, o))?;
-        let r = self.put_steps(&mut st, &res, &region, cookie, &mut left);
-        st.xfers.retain(|x| x.cookie != cookie);
+        let r = Self::new_xfer(&mut st).and_then(|cookie| {
+            let r = self.put_steps(&mut st, &res, region, cookie, (seed, check), &mut left, &mut free);
+            st.xfers.retain(|x| x.cookie != cookie);
+            r
+        });
+        drop(st);
+        for mr in free.drain_all() {
+            res.pool.put_free(mr);
+        }
         r
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn put_steps(
         &self,
         st: &mut MutexGuard<'_, ConnState>,
         res: &Arc<DevRes>,
         region: &Region,
         cookie: u64,
+        (seed, check): (u32, Check),
         left: &mut Jiffies,
+        free: &mut KVec<FrMr<Free>>,
     ) -> Result<Regs> {
         self.wait_room(st, left)?;
         let size = region.lens().iter().sum();
-        self.send_locked(st, Body::PutReq { cookie, size }, false)?;
-        let sink_cookie = match self.wait_xfer(st, cookie, left, |s| !matches!(s, Step::Waiting))? {
-            Step::Acked(s) => s,
-            Step::Failed(e) => return Err(Error::from_errno(e)),
+        let req = Body::PutReq {
+            cookie,
+            size,
+            seed,
+            check,
+        };
+        self.send_locked(st, req, false)?;
+        Self::sent(st, cookie);
+        let sink_cookie = match self.wait_xfer(st, cookie, left, |x| !matches!(x.step, Step::Waiting))? {
+            (Step::Acked(s), _) => s,
+            (Step::Failed(e), _) => return Err(Error::from_errno(e)),
             _ => return Err(EINVAL),
         };
         let regs = st
@@ -1422,11 +1676,12 @@ impl Conn {
         let mut local = KVec::new();
         let mut inv = KVec::new();
         let remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
+        let taken = core::mem::take(free);
         let r = self.post_locked(
             st,
             false,
             |chain| {
-                region.register(res, Access::LOCAL_READ, chain, &mut local, None)?;
+                region.register_taken(res, Access::LOCAL_READ, chain, &mut local, taken)?;
                 region::writes(chain, &local, region.lens(), regs.as_slice())?;
                 chain.fence();
                 region::invalidate(res, &mut local, None, chain, &mut inv)?;
@@ -1452,10 +1707,16 @@ impl Conn {
                 return Err(e);
             }
         }
-        match self.wait_xfer(st, cookie, left, |s| {
-            matches!(s, Step::ChainDone(_) | Step::Failed(_))
-        })? {
-            Step::ChainDone(true) => Ok(regs),
+        // Done when the chain completed and, with a check, the sink's verdict is in (in
+        // either order: they complete on different queues).
+        let (step, verdict) = self.wait_xfer(st, cookie, left, |x| match x.step {
+            Step::ChainDone(true) => check == Check::None || x.verdict.is_some(),
+            Step::ChainDone(false) | Step::Failed(_) => true,
+            _ => false,
+        })?;
+        match (step, verdict) {
+            (Step::ChainDone(true), None | Some(0)) => Ok(regs),
+            (Step::ChainDone(true), Some(e)) => Err(Error::from_errno(e)),
             _ => Err(EIO),
         }
     }
@@ -1479,9 +1740,11 @@ impl Conn {
                 Err(_) => Ok(()),
             };
         }
-        let old = self.put_keep(0, 4096, timeout_ms)?;
         let res = self.iface.res.clone();
         let region = Region::new(&res, 0, 4096)?;
+        let seed = self.iface.seed();
+        region::write_pattern(&region, seed, Check::Full)?;
+        let old = self.put_once(&region, seed, Check::Full, timeout_ms)?;
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut st = self.st.lock();
         let cookie = Self::new_xfer(&mut st)?;
@@ -1515,12 +1778,12 @@ impl Conn {
             },
             GFP_KERNEL,
         )?;
-        let outcome = self.wait_xfer(&mut st, cookie, &mut left, |s| {
-            matches!(s, Step::ChainDone(_) | Step::Failed(_))
+        let outcome = self.wait_xfer(&mut st, cookie, &mut left, |x| {
+            matches!(x.step, Step::ChainDone(_) | Step::Failed(_))
         });
         st.xfers.retain(|x| x.cookie != cookie);
         match outcome {
-            Ok(Step::ChainDone(true)) => {
+            Ok((Step::ChainDone(true), _)) => {
                 pr_err!(
                     "{} -> {}: an RDMA WRITE with a dead rkey succeeded\n",
                     self.iface.addr,
@@ -1540,70 +1803,109 @@ impl Conn {
         }
     }
 
-    /// GET: `len` bytes from the peer into a local buffer at `offset` into its first
-    /// page; the data is checked against the transfer's pattern. The local registrations
-    /// are dead before this returns.
+    /// PUT of `len` bytes at `offset` into the first page of a new buffer, fully checked.
+    pub(crate) fn put(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
+        let region = Region::new(&self.iface.res, offset, len)?;
+        self.put_region(&region, self.iface.seed(), Check::Full, timeout_ms)
+    }
+
+    /// GET of `len` bytes into a new buffer at `offset` into its first page, fully checked.
     pub(crate) fn get(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
-        let res = self.iface.res.clone();
-        let region = Region::new(&res, offset, len)?;
-        region.buffer().fill(|_| 0xa5)?;
-        let mut left = msecs_to_jiffies(timeout_ms);
-        let mut st = self.st.lock();
-        let cookie = Self::new_xfer(&mut st)?;
-        let mut local = KVec::new();
-        let r = self.get_steps(&mut st, &res, &region, cookie, &mut left, &mut local);
-        let inv = r.unwrap_or_default();
-        // Whatever happened, the registrations die before the transfer is reported.
-        let k = self.kill_mine(&mut st, &res, cookie, &mut local, inv, &mut left);
-        st.xfers.retain(|x| x.cookie != cookie);
-        drop(st);
-        r?;
-        k?;
-        if let Some(off) = region
-            .buffer()
-            .first_mismatch(|o| region::pattern(cookie as u32, o))?
-        {
+        let region = Region::new(&self.iface.res, offset, len)?;
+        self.get_region(&region, self.iface.seed(), Check::Full, timeout_ms)
+    }
+
+    /// GET: moves `len(region)` bytes from the peer into `region`. Unless `check` is none
+    /// the peer writes the pattern of `seed` and it is checked here: `EBADMSG` means the
+    /// data is corrupt. The local registrations are dead before this returns. Retried
+    /// while the peer is busy.
+    pub(crate) fn get_region(
+        &self,
+        region: &Region,
+        seed: u32,
+        check: Check,
+        timeout_ms: u32,
+    ) -> Result {
+        self.retry_busy(timeout_ms, |ms| self.get_once(region, seed, check, ms))?;
+        if let Some(off) = region::verify(region, seed, check)? {
             pr_err!(
                 "{} -> {}: GET data differs from the pattern at byte {} of {}\n",
                 self.iface.addr,
                 self.peer,
                 off,
-                len
+                region.buffer().len()
             );
-            return Err(EIO);
+            return Err(Error::from_errno(-(kernel::bindings::EBADMSG as i32)));
         }
         Ok(())
     }
 
+    fn get_once(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result {
+        let res = self.iface.res.clone();
+        let mut free = region.take(&res, res.pool.reserve(), Some(ms))?;
+        let mut left = msecs_to_jiffies(ms);
+        let mut st = self.st.lock();
+        let r = Self::new_xfer(&mut st).and_then(|cookie| {
+            let mut local = KVec::new();
+            let r = self.get_steps(
+                &mut st,
+                &res,
+                region,
+                cookie,
+                (seed, check),
+                &mut left,
+                &mut local,
+                &mut free,
+            );
+            let inv = r.as_ref().ok().copied().flatten();
+            // Whatever happened, the registrations die before the transfer is reported.
+            let k = self.kill_mine(&mut st, &res, cookie, &mut local, inv, &mut left);
+            st.xfers.retain(|x| x.cookie != cookie);
+            r.and(k)
+        });
+        drop(st);
+        for mr in free.drain_all() {
+            res.pool.put_free(mr);
+        }
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn get_steps(
         &self,
         st: &mut MutexGuard<'_, ConnState>,
         res: &Arc<DevRes>,
         region: &Region,
         cookie: u64,
+        (seed, check): (u32, Check),
         left: &mut Jiffies,
         local: &mut KVec<FrMr<Registered>>,
+        free: &mut KVec<FrMr<Free>>,
     ) -> Result<Option<u32>> {
         self.wait_room(st, left)?;
         let size = region.lens().iter().sum();
         let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
+        let taken = core::mem::take(free);
         self.post_locked(
             st,
             false,
             |chain| {
-                region.register(res, access, chain, local, None)?;
+                region.register_taken(res, access, chain, local, taken)?;
                 Ok(Some(region::advertise(local)?))
             },
             |r| Body::GetReq {
                 cookie,
                 size,
+                seed,
+                check,
                 regs: r.copied().unwrap_or(Regs::new()),
             },
             None,
         )?;
-        match self.wait_xfer(st, cookie, left, |s| !matches!(s, Step::Waiting))? {
-            Step::Done(inv) => Ok(inv),
-            Step::Failed(e) => Err(Error::from_errno(e)),
+        Self::sent(st, cookie);
+        match self.wait_xfer(st, cookie, left, |x| !matches!(x.step, Step::Waiting))? {
+            (Step::Done(inv), _) => Ok(inv),
+            (Step::Failed(e), _) => Err(Error::from_errno(e)),
             _ => Err(EINVAL),
         }
     }
@@ -1655,10 +1957,10 @@ impl Conn {
                     },
                     GFP_KERNEL,
                 )?;
-                match self.wait_xfer(st, cookie, left, |s| {
-                    matches!(s, Step::ChainDone(_) | Step::Failed(_))
+                match self.wait_xfer(st, cookie, left, |x| {
+                    matches!(x.step, Step::ChainDone(_) | Step::Failed(_))
                 })? {
-                    Step::ChainDone(true) => Ok(()),
+                    (Step::ChainDone(true), _) => Ok(()),
                     _ => Err(EIO),
                 }
             }
@@ -1672,55 +1974,40 @@ impl Conn {
     /// IMMEDIATE round trips: returns (round trips, min, avg, max microseconds).
     pub(crate) fn ping(&self, count: u32, timeout_ms: u32) -> Result<(u32, u64, u64, u64)> {
         let (mut min, mut max, mut sum) = (u64::MAX, 0u64, 0u64);
-        for i in 0..count {
-            let cookie = u64::from(i) | 0x5000_0000_0000_0000;
-            let start = Instant::<Monotonic>::now();
-            let mut left = msecs_to_jiffies(timeout_ms);
-            let mut st = self.st.lock();
-            // Send, waiting for a credit if needed.
-            loop {
-                match self.send_locked(
-                    &mut st,
-                    Body::Immediate {
-                        cookie,
-                        payload: b"ping",
-                    },
-                    false,
-                ) {
-                    Ok(()) => break,
-                    Err(e) if e == EAGAIN && left > 0 => {
-                        if !wait::step(&self.cv, &mut st, &mut left) {
-                            return Err(ERESTARTSYS);
-                        }
-                    }
-                    Err(e) if e == EAGAIN => return Err(ETIMEDOUT),
-                    Err(e) => return Err(e),
-                }
-            }
-            while st.last_pong != Some(cookie) {
-                if st.state != State::Established {
-                    return Err(not_connected());
-                }
-                if left == 0 {
-                    pr_err!(
-                        "{} -> {}: ping {} timed out\n",
-                        self.iface.addr,
-                        self.peer,
-                        i
-                    );
-                    return Err(ETIMEDOUT);
-                }
-                if !wait::step(&self.cv, &mut st, &mut left) {
-                    return Err(ERESTARTSYS);
-                }
-            }
-            drop(st);
-            let us = start.elapsed().as_micros_ceil() as u64;
+        for _ in 0..count {
+            let us = self.ping_once(timeout_ms)?;
             min = min.min(us);
             max = max.max(us);
             sum += us;
         }
         Ok((count, min, sum / u64::from(count.max(1)), max))
+    }
+
+    /// One IMMEDIATE round trip; returns its microseconds.
+    pub(crate) fn ping_once(&self, timeout_ms: u32) -> Result<u64> {
+        let start = Instant::<Monotonic>::now();
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let mut st = self.st.lock();
+        let cookie = Self::new_xfer(&mut st)?;
+        let r = self.wait_room(&mut st, &mut left).and_then(|()| {
+            let ping = Body::Immediate {
+                cookie,
+                payload: b"ping",
+            };
+            self.send_locked(&mut st, ping, false)?;
+            Self::sent(&mut st, cookie);
+            match self.wait_xfer(&mut st, cookie, &mut left, |x| {
+                !matches!(x.step, Step::Waiting)
+            })? {
+                (Step::Done(_), _) => Ok(()),
+                (Step::Failed(e), _) => Err(Error::from_errno(e)),
+                _ => Err(EINVAL),
+            }
+        });
+        st.xfers.retain(|x| x.cookie != cookie);
+        drop(st);
+        r?;
+        Ok(start.elapsed().as_micros_ceil() as u64)
     }
 
     fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -1743,7 +2030,7 @@ impl Conn {
         writeln!(
             f,
             "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} served={} corrupt={} \
-             remote_inv={} attempts={} reason={}",
+             remote_inv={} busy={} retries={} attempts={} reason={}",
             st.credits,
             st.outstanding,
             st.stats.tx,
@@ -1753,6 +2040,8 @@ impl Conn {
             st.stats.served,
             st.stats.corrupt,
             st.stats.remote_inv,
+            st.stats.busy,
+            st.stats.retries,
             st.stats.attempts,
             st.reason.unwrap_or("-")
         )
@@ -1809,7 +2098,10 @@ impl CmHandler for Ctx {
                 drop(st);
                 let ep_arc: Arc<Endpoint<Ctx>> = ep.into();
                 let r = ep
-                    .create_qp(&conn.iface.res.pd, Conn::caps(asked.queue_depth))
+                    .create_qp(
+                        &conn.iface.res.pd,
+                        Conn::caps(&conn.iface.res, asked.queue_depth, asked.max_payload),
+                    )
                     .and_then(|()| conn.setup(&ep_arc, asked.queue_depth))
                     .and_then(|()| {
                         let private = asked.encode();
@@ -1947,7 +2239,7 @@ impl CmHandler for Ctx {
                 let accepted = req.accept(
                     Ctx::Conn(conn.clone()),
                     &iface.res.pd,
-                    Conn::caps(granted.queue_depth),
+                    Conn::caps(&iface.res, granted.queue_depth, granted.max_payload),
                     &ConnParam {
                         private: &private,
                         rd_atomic: 16,
@@ -2047,6 +2339,11 @@ impl Ifaces {
         for i in ifaces.iter() {
             i.reap();
         }
+    }
+
+    /// The first interface (the default one of the first device, unless removed).
+    pub(crate) fn first(&self) -> Option<Arc<Iface>> {
+        self.list.lock().first().cloned()
     }
 
     /// The interface at `ip` (any port).

@@ -191,11 +191,31 @@ impl Pool {
     /// `pool_max`, or waiting up to `wait_ms` for MRs to come back (`None`: not waiting,
     /// `EAGAIN` if none can be had now).
     pub(crate) fn get(&self, n: u32, out: &mut KVec<FrMr<Free>>, wait_ms: Option<Msecs>) -> Result {
-        if n > self.cfg.max {
+        self.get_leaving(n, 0, out, wait_ms)
+    }
+
+    /// MRs a transfer this node starts must leave for the transfers it serves: half the
+    /// pool. Serving never waits for MRs (it runs in completion context), so without this
+    /// transfers started on a node could hold every MR while the transfers they wait for
+    /// find none on the same node.
+    pub(crate) fn reserve(&self) -> u32 {
+        self.cfg.max / 2
+    }
+
+    /// [`Pool::get`] leaving at least `reserve` MRs free or allocatable after the take.
+    pub(crate) fn get_leaving(
+        &self,
+        n: u32,
+        reserve: u32,
+        out: &mut KVec<FrMr<Free>>,
+        wait_ms: Option<Msecs>,
+    ) -> Result {
+        if n.saturating_add(reserve) > self.cfg.max {
             pr_err!(
-                "a transfer needs {} MRs, more than pool_max={}\n",
+                "a transfer needs {} MRs, more than pool_max={} leaves ({} kept for serving)\n",
                 n,
-                self.cfg.max
+                self.cfg.max,
+                reserve
             );
             return Err(EMSGSIZE);
         }
@@ -206,7 +226,10 @@ impl Pool {
         loop {
             self.shrink(&mut inner);
             let free = inner.free.len() as u32;
-            if free >= n {
+            let room = free + self.cfg.max.saturating_sub(inner.live);
+            if room < n + reserve {
+                // Wait below.
+            } else if free >= n {
                 let at = inner.free.len() - n as usize;
                 // Newest first: the oldest stay idle and can be released.
                 while inner.free.len() > at {
@@ -215,9 +238,8 @@ impl Pool {
                     }
                 }
                 return Ok(());
-            }
-            let missing = n - free;
-            if inner.live + missing <= self.cfg.max {
+            } else {
+                let missing = n - free;
                 // Take what is free, allocate the rest without holding the lock.
                 while let Some((mr, _)) = inner.free.pop() {
                     out.push(mr, GFP_KERNEL)?;

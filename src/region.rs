@@ -28,6 +28,7 @@ use crate::{
         SglSpan, //
     },
     wire::{
+        Check,
         Reg,
         Regs, //
     },
@@ -104,9 +105,34 @@ impl Region {
         out: &mut KVec<FrMr<Registered>>,
         wait_ms: Option<u32>,
     ) -> Result {
+        let free = self.take(res, 0, wait_ms)?;
+        self.register_taken(res, access, chain, out, free)
+    }
+
+    /// Takes the MRs the region needs from the pool, leaving `reserve` (see
+    /// [`crate::pool::Pool::reserve`]), waiting up to `wait_ms` if given.
+    pub(crate) fn take(
+        &self,
+        res: &DevRes,
+        reserve: u32,
+        wait_ms: Option<u32>,
+    ) -> Result<KVec<FrMr<Free>>> {
         let n = self.nmrs();
         let mut free: KVec<FrMr<Free>> = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        res.pool.get(n, &mut free, wait_ms)?;
+        res.pool.get_leaving(n, reserve, &mut free, wait_ms)?;
+        Ok(free)
+    }
+
+    /// [`Region::register`] with MRs taken by [`Region::take`].
+    pub(crate) fn register_taken(
+        &self,
+        res: &DevRes,
+        access: Access,
+        chain: &mut SendChain,
+        out: &mut KVec<FrMr<Registered>>,
+        mut free: KVec<FrMr<Free>>,
+    ) -> Result {
+        let n = self.nmrs();
         let mut mapped = KVec::with_capacity(n as usize, GFP_KERNEL)?;
         let mut err = None;
         for s in self.spans.iter() {
@@ -147,6 +173,27 @@ impl Region {
         }
         r
     }
+}
+
+/// Writes the pattern of `seed` into the region's buffer unless `check` is
+/// [`Check::None`].
+pub(crate) fn write_pattern(region: &Region, seed: u32, check: Check) -> Result {
+    if check == Check::None {
+        return Ok(());
+    }
+    region.buffer().fill(|o| pattern(seed, o))
+}
+
+/// The first byte `check` covers where the region's buffer differs from the pattern of
+/// `seed`.
+pub(crate) fn verify(region: &Region, seed: u32, check: Check) -> Result<Option<usize>> {
+    if check == Check::None {
+        return Ok(None);
+    }
+    let len = region.buffer().len();
+    region
+        .buffer()
+        .first_mismatch_in(|o| check.covers(o, len), |o| pattern(seed, o))
 }
 
 /// What a peer is told about registered MRs: bytes, never pages.

@@ -13,6 +13,9 @@
 //!   `Documentation/transport.rst`); the write fails with the command's error. Reading
 //!   shows the result of the last command.
 //! - `conns`: the interfaces and their connections.
+//! - `lst`: write a selftest command (`ping`, `brw read|write`, see
+//!   `Documentation/selftest.rst`); the write returns when the test is over and fails if
+//!   any transfer failed or was corrupt. Reading shows the result lines of the last test.
 
 use kernel::{
     debugfs::{
@@ -39,6 +42,7 @@ use crate::{
     },
     device::Devices,
     loopback,
+    lst,
     params::Params,
     verbs, //
 };
@@ -284,6 +288,12 @@ impl CtlFile {
                 };
                 (r, text)
             }
+            command::Ctl::Corrupt { local, n } => {
+                let r = self.ifaces.find(local).ok_or(ENOENT).map(|i| i.corrupt_served(n));
+                let text =
+                    CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
+                (r, text)
+            }
             command::Ctl::Close { local, peer } => {
                 let r = self.ifaces.find(local).ok_or(ENOENT).and_then(|i| {
                     let port = i.addr().port;
@@ -297,6 +307,45 @@ impl CtlFile {
     }
 }
 
+/// State behind the `lst` file.
+#[pin_data]
+pub(crate) struct LstFile {
+    ifaces: Arc<Ifaces>,
+    params: Params,
+    /// The last result; held while a test runs, so tests run one at a time.
+    #[pin]
+    last: Mutex<Option<Result<lst::Report, Error>>>,
+}
+
+impl LstFile {
+    fn run(&self, reader: &mut UserSliceReader) -> Result {
+        let mut buf = [0u8; 256];
+        let line = read_line(reader, &mut buf)?;
+        let t = command::Lst::parse(line).map_err(|why| {
+            pr_err!("lst: {}: {}\n", why, line.trim());
+            EINVAL
+        })?;
+        let mut last = self.last.lock();
+        self.ifaces.reap();
+        let r = lst::run(&self.ifaces, &t, self.params.timeout.saturating_mul(1000));
+        let status = match &r {
+            Ok(rep) if rep.clean() => Ok(()),
+            Ok(_) => Err(EIO),
+            Err(e) => Err(*e),
+        };
+        *last = Some(r);
+        status
+    }
+
+    fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &*self.last.lock() {
+            Some(Ok(rep)) => rep.write(f),
+            Some(Err(e)) => writeln!(f, "error={}", e.to_errno()),
+            None => writeln!(f, "none"),
+        }
+    }
+}
+
 /// The debugfs directory and its files; removed when dropped.
 pub(crate) struct Report {
     _params: Pin<KBox<File<Params>>>,
@@ -305,6 +354,7 @@ pub(crate) struct Report {
     _loopback: Pin<KBox<File<Control>>>,
     _ctl: Pin<KBox<File<CtlFile>>>,
     _conns: Pin<KBox<File<Arc<Ifaces>>>>,
+    _lst: Pin<KBox<File<LstFile>>>,
     _dir: Dir,
 }
 
@@ -404,8 +454,22 @@ impl Report {
             ),
             GFP_KERNEL,
         )?;
+        let lst_ifaces = ifaces.clone();
         let conns = KBox::pin_init(
             dir.read_callback_file(c"conns", ifaces, &|i: &Arc<Ifaces>, f| i.write(f)),
+            GFP_KERNEL,
+        )?;
+        let lst = KBox::pin_init(
+            dir.read_write_callback_file(
+                c"lst",
+                pin_init!(LstFile {
+                    ifaces: lst_ifaces,
+                    params,
+                    last <- new_mutex!(None, "fastreg::LstFile::last"),
+                }),
+                &|l: &LstFile, f| l.show(f),
+                &|l: &LstFile, r: &mut UserSliceReader| l.run(r),
+            ),
             GFP_KERNEL,
         )?;
         Ok(Self {
@@ -415,6 +479,7 @@ impl Report {
             _loopback: lb,
             _ctl: ctl,
             _conns: conns,
+            _lst: lst,
             _dir: dir,
         })
     }

@@ -45,6 +45,8 @@ pub(crate) enum Type {
     GetReq = 0xd6,
     /// The source has written the data (or failed).
     GetDone = 0xd7,
+    /// The sink's verdict on the data of a PUT that asked for a check.
+    PutResult = 0xd8,
 }
 
 impl Type {
@@ -58,6 +60,7 @@ impl Type {
             0xd5 => Type::PutDone,
             0xd6 => Type::GetReq,
             0xd7 => Type::GetDone,
+            0xd8 => Type::PutResult,
             _ => return None,
         })
     }
@@ -118,6 +121,51 @@ impl Regs {
     }
 }
 
+/// How the data of a transfer is checked against its pattern (see
+/// `Documentation/selftest.rst`): the source writes the pattern of the transfer's seed, the
+/// sink compares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Check {
+    /// Nothing is written or compared.
+    #[default]
+    None = 0,
+    /// The first and last 8 bytes of every 4 KiB block (and of the transfer) are compared.
+    Simple = 1,
+    /// Every byte is compared.
+    Full = 2,
+}
+
+impl Check {
+    /// The check of a wire value.
+    pub(crate) fn from_u8(v: u8) -> Option<Check> {
+        Some(match v {
+            0 => Check::None,
+            1 => Check::Simple,
+            2 => Check::Full,
+            _ => return None,
+        })
+    }
+
+    /// Its name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Check::None => "none",
+            Check::Simple => "simple",
+            Check::Full => "full",
+        }
+    }
+
+    /// Whether byte `off` of a transfer of `len` bytes is compared.
+    pub(crate) fn covers(self, off: usize, len: usize) -> bool {
+        match self {
+            Check::None => false,
+            Check::Simple => off % 4096 < 8 || off % 4096 >= 4088 || off + 8 >= len,
+            Check::Full => true,
+        }
+    }
+}
+
 /// A message body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Body<'a> {
@@ -136,6 +184,10 @@ pub(crate) enum Body<'a> {
         cookie: u64,
         /// Bytes to put.
         size: u64,
+        /// Seed of the data's pattern.
+        seed: u32,
+        /// What the sink checks; anything but [`Check::None`] asks for a `PutResult`.
+        check: Check,
     },
     /// [`Type::PutNak`].
     PutNak {
@@ -153,6 +205,13 @@ pub(crate) enum Body<'a> {
         /// Where to write.
         regs: Regs,
     },
+    /// [`Type::PutResult`].
+    PutResult {
+        /// The source's cookie.
+        cookie: u64,
+        /// 0, or a negative errno (`-EBADMSG`: the data differ from the pattern).
+        status: i32,
+    },
     /// [`Type::PutDone`] or [`Type::GetDone`].
     Done {
         /// Which of the two.
@@ -168,6 +227,10 @@ pub(crate) enum Body<'a> {
         cookie: u64,
         /// Bytes to get.
         size: u64,
+        /// Seed of the data's pattern.
+        seed: u32,
+        /// Whether the source writes the pattern ([`Check::None`]: any bytes).
+        check: Check,
         /// Where to write.
         regs: Regs,
     },
@@ -198,6 +261,7 @@ impl Msg<'_> {
             Body::Done { get: false, .. } => Type::PutDone,
             Body::Done { get: true, .. } => Type::GetDone,
             Body::GetReq { .. } => Type::GetReq,
+            Body::PutResult { .. } => Type::PutResult,
         }
     }
 }
@@ -304,11 +368,11 @@ const fn fixed_body(t: Type) -> usize {
     match t {
         Type::Noop => 0,
         Type::Immediate => 8,
-        Type::PutReq => 16,
-        Type::PutNak => 16,
+        Type::PutReq => 24,
+        Type::PutNak | Type::PutResult => 16,
         Type::PutAck => 24,
         Type::PutDone | Type::GetDone => 16,
-        Type::GetReq => 24,
+        Type::GetReq => 32,
     }
 }
 
@@ -341,11 +405,27 @@ pub(crate) fn encode(msg: &Msg<'_>, out: &mut [u8], checksum_on: bool) -> Option
             put(out, b, &cookie.to_le_bytes());
             put(out, b + 8, payload);
         }
-        Body::PutReq { cookie, size } => {
+        Body::PutReq {
+            cookie,
+            size,
+            seed,
+            check,
+        }
+        | Body::GetReq {
+            cookie,
+            size,
+            seed,
+            check,
+            ..
+        } => {
             put(out, b, &cookie.to_le_bytes());
             put(out, b + 8, &size.to_le_bytes());
+            put(out, b + 16, &seed.to_le_bytes());
+            out[b + 20] = check as u8;
         }
-        Body::PutNak { cookie, status } | Body::Done { cookie, status, .. } => {
+        Body::PutNak { cookie, status }
+        | Body::PutResult { cookie, status }
+        | Body::Done { cookie, status, .. } => {
             put(out, b, &cookie.to_le_bytes());
             put(out, b + 8, &status.to_le_bytes());
         }
@@ -356,10 +436,6 @@ pub(crate) fn encode(msg: &Msg<'_>, out: &mut [u8], checksum_on: bool) -> Option
         } => {
             put(out, b, &cookie.to_le_bytes());
             put(out, b + 8, &sink_cookie.to_le_bytes());
-        }
-        Body::GetReq { cookie, size, .. } => {
-            put(out, b, &cookie.to_le_bytes());
-            put(out, b + 8, &size.to_le_bytes());
         }
     }
     if let Some(regs) = regs {
@@ -471,6 +547,14 @@ pub(crate) fn decode<'a>(buf: &'a [u8], lim: &Limits) -> Result<Msg<'a>, WireErr
         }
         Ok(s)
     };
+    // Seed and check of PUT_REQ and GET_REQ: bytes 16..24 of the body.
+    let seed_check = || -> Result<(u32, Check), WireError> {
+        if buf[b + 21] != 0 || buf[b + 22] != 0 || buf[b + 23] != 0 {
+            return Err(WireError::Reserved);
+        }
+        let check = Check::from_u8(buf[b + 20]).ok_or(WireError::Limit)?;
+        Ok((get_u32(buf, b + 16), check))
+    };
     let exact = |extra: usize| {
         if len == b + fixed + extra {
             Ok(())
@@ -489,9 +573,19 @@ pub(crate) fn decode<'a>(buf: &'a [u8], lim: &Limits) -> Result<Msg<'a>, WireErr
         },
         Type::PutReq => {
             exact(0)?;
+            let (seed, check) = seed_check()?;
             Body::PutReq {
                 cookie,
                 size: size_ok(get_u64(buf, b + 8))?,
+                seed,
+                check,
+            }
+        }
+        Type::PutResult => {
+            exact(0)?;
+            Body::PutResult {
+                cookie,
+                status: status(b + 8)?,
             }
         }
         Type::PutNak => {
@@ -517,9 +611,12 @@ pub(crate) fn decode<'a>(buf: &'a [u8], lim: &Limits) -> Result<Msg<'a>, WireErr
         },
         Type::GetReq => {
             let size = size_ok(get_u64(buf, b + 8))?;
+            let (seed, check) = seed_check()?;
             Body::GetReq {
                 cookie,
                 size,
+                seed,
+                check,
                 regs: regs(Some(size))?,
             }
         }
@@ -647,8 +744,12 @@ pub(crate) fn mangle(m: Mangle, buf: &mut [u8]) {
     match m {
         Mangle::Magic => buf[0] ^= 0xff,
         Mangle::Regs => {
-            if buf.len() >= HDR_LEN + 24 {
-                put(buf, HDR_LEN + 16, &((MAX_REGS as u16) + 1).to_le_bytes());
+            let Some(t) = buf.get(6).and_then(|&t| Type::from_u8(t)) else {
+                return;
+            };
+            let at = HDR_LEN + fixed_body(t);
+            if matches!(t, Type::PutAck | Type::GetReq) && buf.len() >= at {
+                put(buf, at - 8, &((MAX_REGS as u16) + 1).to_le_bytes());
             }
         }
         Mangle::Length => {

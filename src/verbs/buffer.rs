@@ -80,6 +80,11 @@ impl Buffer {
         Ok(())
     }
 
+    /// Its length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// Fills the buffer with `byte(buffer_offset)` for every byte.
     pub(crate) fn fill(&self, byte: impl Fn(usize) -> u8) -> Result {
         let _cpu = self.cpu.lock();
@@ -102,6 +107,36 @@ impl Buffer {
 
     /// Finds the first byte where `byte(buffer_offset)` differs from the buffer's content.
     pub(crate) fn first_mismatch(&self, byte: impl Fn(usize) -> u8) -> Result<Option<usize>> {
+        self.first_mismatch_in(|_| true, byte)
+    }
+
+    /// Inverts the byte at `off` (a test hook: data corruption).
+    pub(crate) fn flip(&self, off: usize) -> Result {
+        if off >= self.len {
+            return Err(EINVAL);
+        }
+        let _cpu = self.cpu.lock();
+        self.pieces(|page, in_page, n, boff| {
+            if (boff..boff + n).contains(&off) {
+                let at = in_page + off - boff;
+                let mut b = [0u8; 1];
+                // SAFETY: One byte within the piece; `cpu` excludes other CPU accesses.
+                unsafe { page.read_raw(b.as_mut_ptr(), at, 1)? };
+                b[0] = !b[0];
+                // SAFETY: As above.
+                unsafe { page.write_raw(b.as_ptr(), at, 1)? };
+            }
+            Ok(())
+        })
+    }
+
+    /// Finds the first byte `covers` selects where `byte(buffer_offset)` differs from the
+    /// buffer's content.
+    pub(crate) fn first_mismatch_in(
+        &self,
+        covers: impl Fn(usize) -> bool,
+        byte: impl Fn(usize) -> u8,
+    ) -> Result<Option<usize>> {
         let _cpu = self.cpu.lock();
         let mut chunk = [0u8; 256];
         let mut found = None;
@@ -114,7 +149,10 @@ impl Buffer {
                 found = chunk[..m]
                     .iter()
                     .enumerate()
-                    .find(|(i, b)| **b != byte(boff + done + i))
+                    .find(|(i, b)| {
+                        let o = boff + done + i;
+                        covers(o) && **b != byte(o)
+                    })
                     .map(|(i, _)| boff + done + i);
                 done += m;
             }

@@ -332,9 +332,14 @@ impl<T: CmHandler> Endpoint<T> {
         to_result(unsafe { ib::rdma_connect_locked(self.id.as_ptr(), &mut p) })
     }
 
+    /// Room in the send queue for work requests now.
+    pub(crate) fn sq_room(&self) -> u32 {
+        self.sq.room()
+    }
+
     /// Posts `chain`; `done` receives its completion, with the chain, once.
     ///
-    /// Waits up to [`POST_WAIT_MS`] for room in the send queue. On failure the chain is
+    /// Waits up to `wait_ms` for room in the send queue. On failure the chain is
     /// handed back (except when the device took part of it: then it is kept until the QP
     /// is drained, and the connection fails).
     // The chain is handed back by value on failure so its storage is reused: no allocation.
@@ -343,6 +348,7 @@ impl<T: CmHandler> Endpoint<T> {
         &self,
         mut chain: SendChain,
         done: &Arc<Completion<H>>,
+        wait_ms: Msecs,
     ) -> Result<(), (PostError, Option<SendChain>)> {
         let parts = match self.qp.as_ref() {
             Some(p) => p,
@@ -352,7 +358,7 @@ impl<T: CmHandler> Endpoint<T> {
         if n == 0 {
             return Err((PostError::Device(EINVAL.to_errno()), Some(chain)));
         }
-        if let Err(e) = self.sq.admit(n, POST_WAIT_MS) {
+        if let Err(e) = self.sq.admit(n, wait_ms) {
             return Err((e, Some(chain)));
         }
         let first = chain.link(done.cqe_ptr(), self.sq.err_cqe());

@@ -36,7 +36,8 @@ pub(crate) use cm::{
     ConnRequest,
     Endpoint,
     QpCaps,
-    SockAddr, //
+    SockAddr,
+    POST_WAIT_MS, //
 };
 pub(crate) use cq::{
     Completion,
@@ -54,7 +55,10 @@ pub(crate) use mr::{
 };
 pub(crate) use msgbuf::MsgBuf;
 pub(crate) use pd::Pd;
-pub(crate) use qp::SendQueue;
+pub(crate) use qp::{
+    PostError,
+    SendQueue, //
+};
 pub(crate) use ticker::{
     Tick,
     Ticker, //
@@ -70,6 +74,19 @@ pub(crate) use wr::{
 pub(crate) fn incarnation() -> u64 {
     // SAFETY: `get_random_u64` has no preconditions.
     unsafe { kernel::bindings::get_random_u64() | 1 }
+}
+
+/// The system workqueue for long-running, unbound work (`system_dfl_long_wq`): selftest
+/// workers block for whole transfers.
+pub(crate) fn long_wq() -> &'static kernel::workqueue::Queue {
+    // SAFETY: `system_dfl_long_wq` is a C global workqueue, set up at boot and never freed.
+    unsafe { kernel::workqueue::Queue::from_raw(kernel::bindings::system_dfl_long_wq) }
+}
+
+/// The default unbound system workqueue (`system_dfl_wq`), for short periodic work.
+pub(crate) fn dfl_wq() -> &'static kernel::workqueue::Queue {
+    // SAFETY: `system_dfl_wq` is a C global workqueue, set up at boot and never freed.
+    unsafe { kernel::workqueue::Queue::from_raw(kernel::bindings::system_dfl_wq) }
 }
 
 /// Low-level helpers exposed to in-module KUnit tests.

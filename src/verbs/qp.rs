@@ -127,6 +127,15 @@ impl SendQueue {
         }
     }
 
+    /// Room for work requests now (0 once closed).
+    pub(super) fn room(&self) -> u32 {
+        let st = self.state.lock();
+        if st.closed {
+            return 0;
+        }
+        st.budget.capacity() - st.budget.used()
+    }
+
     /// Gives back room for `n` work requests (completed, or not posted).
     pub(super) fn release(&self, n: u32) {
         let mut st = self.state.lock();

@@ -21,7 +21,6 @@ use kernel::{
         Jiffies, //
     },
     workqueue::{
-        self,
         DelayedWork,
         WorkItem, //
     },
@@ -64,7 +63,7 @@ impl<T: Tick> WorkItem for Ticker<T> {
         if !this.stopped.load(Relaxed) {
             let period = this.period;
             // Already queued cannot happen: only `run` and `start` queue it, once each.
-            let _ = workqueue::system().enqueue_delayed(this, period);
+            let _ = super::dfl_wq().enqueue_delayed(this, period);
         }
     }
 }
@@ -82,7 +81,7 @@ impl<T: Tick> Ticker<T> {
             }),
             GFP_KERNEL,
         )?;
-        let _ = workqueue::system().enqueue_delayed(t.clone(), period);
+        let _ = super::dfl_wq().enqueue_delayed(t.clone(), period);
         Ok(t)
     }
 

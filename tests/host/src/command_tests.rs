@@ -151,3 +151,67 @@ fn control_commands() {
         assert_eq!(Ctl::parse(bad), Err(why), "{bad}");
     }
 }
+
+#[test]
+fn corrupt_command() {
+    use crate::command::Ctl;
+    assert_eq!(
+        Ctl::parse("corrupt 10.1.0.2 3"),
+        Ok(Ctl::Corrupt {
+            local: [10, 1, 0, 2],
+            n: 3
+        })
+    );
+    assert_eq!(Ctl::parse("corrupt 10.1.0.2"), Err("missing count"));
+    assert_eq!(Ctl::parse("corrupt 10.1.0.2 1 2"), Err("too many words"));
+}
+
+#[test]
+fn selftest_commands() {
+    use crate::command::{Lst, LstOp, Span};
+    use crate::wire::Check;
+    let t = Lst::parse("ping").unwrap();
+    assert_eq!(t.op, LstOp::Ping);
+    assert_eq!(t.peers(), &[] as &[[u8; 4]]);
+    assert_eq!((t.concurrency, t.span, t.from), (1, Span::Count(1), None));
+
+    let t = Lst::parse(
+        "brw write from=10.1.0.1 peers=10.1.0.2,10.1.0.1 size=1M offset=4103 check=full \
+         concurrency=64 seconds=5\n",
+    )
+    .unwrap();
+    assert_eq!(t.op, LstOp::Write);
+    assert_eq!(t.from, Some([10, 1, 0, 1]));
+    assert_eq!(t.peers(), &[[10, 1, 0, 2], [10, 1, 0, 1]]);
+    assert_eq!((t.size, t.offset, t.check), (1 << 20, 4103, Check::Full));
+    assert_eq!((t.concurrency, t.span), (64, Span::Seconds(5)));
+
+    let t = Lst::parse("brw read size=4k count=10 check=simple").unwrap();
+    assert_eq!((t.op, t.size, t.span, t.check), (LstOp::Read, 4096, Span::Count(10), Check::Simple));
+
+    for (bad, why) in [
+        ("", "unknown test"),
+        ("pong", "unknown test"),
+        ("brw", "brw needs read or write"),
+        ("brw copy size=1", "brw needs read or write"),
+        ("brw read", "brw needs size"),
+        ("brw read size=0", "value out of range"),
+        ("brw read size=65M", "value out of range"),
+        ("brw read size=1 offset=2M", "value out of range"),
+        ("brw read size=1 check=some", "check is none, simple or full"),
+        ("brw read size=1 concurrency=0", "value out of range"),
+        ("brw read size=1 concurrency=257", "value out of range"),
+        ("brw read size=1 count=1 seconds=1", "count and seconds exclude each other"),
+        ("brw read size=1 count=0", "value out of range"),
+        ("brw read size=1 seconds=3601", "value out of range"),
+        ("brw read size=1 size=2", "option given twice"),
+        ("brw read size=1 colour=red", "unknown option"),
+        ("brw read size=1 peers", "options are key=value"),
+        ("brw read size=1 peers=1.2.3", "bad IPv4 address"),
+        ("brw read size=1 peers=1.1.1.1,1.1.1.2,1.1.1.3,1.1.1.4,1.1.1.5,1.1.1.6,1.1.1.7,1.1.1.8,1.1.1.9",
+         "more than 8 peers"),
+        ("ping size=1", "ping takes no size, offset or check"),
+    ] {
+        assert_eq!(Lst::parse(bad), Err(why), "{bad}");
+    }
+}

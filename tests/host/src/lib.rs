@@ -24,6 +24,8 @@ pub(crate) mod mr_state;
 pub(crate) mod negotiate;
 #[path = "../../../src/params.rs"]
 pub(crate) mod params;
+#[path = "../../../src/stats.rs"]
+pub(crate) mod stats;
 #[path = "../../../src/wire.rs"]
 pub(crate) mod wire;
 
@@ -43,5 +45,7 @@ mod mr_state_tests;
 mod negotiate_tests;
 #[cfg(test)]
 mod params_tests;
+#[cfg(test)]
+mod stats_tests;
 #[cfg(test)]
 mod wire_tests;

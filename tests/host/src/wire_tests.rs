@@ -76,8 +76,11 @@ fn golden_vectors() {
         &msg(Body::PutReq {
             cookie: 7,
             size: 0x10_0000,
+            seed: 0xa1b2_c3d4,
+            check: Check::Full,
         }),
-        "07000000000000000000100000000000",
+        "07000000000000000000100000000000\
+         d4c3b2a102000000",
         "d2",
     );
     golden(
@@ -112,9 +115,12 @@ fn golden_vectors() {
         &msg(Body::GetReq {
             cookie: 5,
             size: 8192,
+            seed: 3,
+            check: Check::Simple,
             regs: regs(&[(0x1000, 4096, 1), (0x9000, 4096, 2)]),
         }),
         "05000000000000000020000000000000\
+         0300000001000000\
          0200000000000000\
          00100000000000000010000001000000\
          00900000000000000010000002000000",
@@ -129,6 +135,54 @@ fn golden_vectors() {
         "050000000000000092ffffff00000000",
         "d7",
     );
+    golden(
+        &msg(Body::PutResult {
+            cookie: 7,
+            status: -74,
+        }),
+        "0700000000000000b6ffffff00000000",
+        "d8",
+    );
+}
+
+#[test]
+fn check_values_and_coverage() {
+    for c in [Check::None, Check::Simple, Check::Full] {
+        assert_eq!(Check::from_u8(c as u8), Some(c));
+    }
+    assert_eq!(Check::from_u8(3), None);
+    // A PUT_REQ with an unknown check, or a reserved byte set, is refused.
+    let mut out = [0u8; 4096];
+    let n = encode(
+        &msg(Body::PutReq {
+            cookie: 1,
+            size: 10,
+            seed: 1,
+            check: Check::Full,
+        }),
+        &mut out,
+        false,
+    )
+    .unwrap();
+    let mut b = out[..n].to_vec();
+    b[HDR_LEN + 20] = 3;
+    assert_eq!(decode(&b, &lim()), Err(WireError::Limit));
+    let mut b = out[..n].to_vec();
+    b[HDR_LEN + 23] = 1;
+    assert_eq!(decode(&b, &lim()), Err(WireError::Reserved));
+    // Coverage: none covers nothing, full everything; simple the edges of every 4 KiB
+    // block and the last 8 bytes.
+    let len = 3 * 4096 + 100;
+    let count = |c: Check| (0..len).filter(|&o| c.covers(o, len)).count();
+    assert_eq!(count(Check::None), 0);
+    assert_eq!(count(Check::Full), len);
+    assert_eq!(count(Check::Simple), 4 * 16);
+    for o in [0, 7, 4088, 4095, 4096, 8191, 12288, len - 1] {
+        assert!(Check::Simple.covers(o, len), "{o}");
+    }
+    for o in [8, 4087, 4104, 12296, len - 9] {
+        assert!(!Check::Simple.covers(o, len), "{o}");
+    }
 }
 
 #[test]
@@ -211,6 +265,7 @@ fn every_field_is_validated() {
     check(&|b| b[24] ^= 1, WireError::Stale);
     // Registration count beyond the negotiated limit (and inconsistent with the length).
     check(&|b| b[HDR_LEN + 16] = 17, WireError::Limit);
+    check(&|b| b[6] = Type::PutResult as u8, WireError::Length);
     check(&|b| b[HDR_LEN + 18] = 1, WireError::Reserved);
     // A zero-length registration.
     check(
@@ -233,6 +288,8 @@ fn every_field_is_validated() {
     let g = msg(Body::GetReq {
         cookie: 1,
         size: 200,
+        seed: 0,
+        check: Check::None,
         regs: regs(&[(0x1000, 100, 3)]),
     });
     let n = encode(&g, &mut out, false).unwrap();
@@ -241,6 +298,8 @@ fn every_field_is_validated() {
     let p = msg(Body::PutReq {
         cookie: 1,
         size: (1 << 20) + 1,
+        seed: 0,
+        check: Check::None,
     });
     let n = encode(&p, &mut out, false).unwrap();
     assert_eq!(decode(&out[..n], &lim()), Err(WireError::Limit));
@@ -260,6 +319,8 @@ fn test_corruptions_are_refused_for_the_right_reason() {
     let m = msg(Body::GetReq {
         cookie: 1,
         size: 100,
+        seed: 0,
+        check: Check::None,
         regs: regs(&[(0x1000, 100, 3)]),
     });
     for (k, want) in [
@@ -300,7 +361,7 @@ fn checksums_catch_corruption() {
 fn encode_refuses_what_does_not_fit() {
     let mut small = [0u8; 40];
     assert_eq!(
-        encode(&msg(Body::PutReq { cookie: 1, size: 1 }), &mut small, false),
+        encode(&msg(Body::PutReq { cookie: 1, size: 1, seed: 0, check: Check::None }), &mut small, false),
         None
     );
     let big = [0u8; 5000];
@@ -365,6 +426,12 @@ fn decoder_survives_100k_random_and_mutated_inputs() {
         msg(Body::PutReq {
             cookie: 1,
             size: 4096,
+            seed: 9,
+            check: Check::Full,
+        }),
+        msg(Body::PutResult {
+            cookie: 1,
+            status: -74,
         }),
         msg(Body::PutAck {
             cookie: 1,
@@ -374,6 +441,8 @@ fn decoder_survives_100k_random_and_mutated_inputs() {
         msg(Body::GetReq {
             cookie: 1,
             size: 4096,
+            seed: 9,
+            check: Check::Simple,
             regs: regs(&[(0x1000, 4096, 9)]),
         }),
         msg(Body::Done {
@@ -437,17 +506,21 @@ proptest! {
         payload in prop::collection::vec(any::<u8>(), 0..1000),
         rv in any_regs(),
         ck in any::<bool>(),
+        seed in any::<u32>(),
+        cv in 0u8..3,
     ) {
+        let check = Check::from_u8(cv).unwrap();
         let r = regs(&rv);
         let lim = Limits { checksum: ck, ..lim() };
         let bodies = [
             Body::Noop,
             Body::Immediate { cookie, payload: &payload },
-            Body::PutReq { cookie, size },
+            Body::PutReq { cookie, size, seed, check },
+            Body::PutResult { cookie, status },
             Body::Done { get: false, cookie, status },
             Body::Done { get: true, cookie, status },
             Body::PutAck { cookie, sink_cookie: !cookie, regs: r },
-            Body::GetReq { cookie, size: r.bytes(), regs: r },
+            Body::GetReq { cookie, size: r.bytes(), seed, check, regs: r },
         ];
         let mut out = [0u8; 4096];
         for body in bodies {
