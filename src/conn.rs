@@ -1527,6 +1527,27 @@ impl Conn {
         }
     }
 
+    /// Refuses a transfer of `region` that the connection's negotiated limits do not allow
+    /// (`EMSGSIZE`), before the peer would have to.
+    fn fits(&self, st: &ConnState, region: &Region) -> Result {
+        let p = st.params.ok_or_else(not_connected)?;
+        let size: u64 = region.lens().iter().sum();
+        if size > u64::from(p.max_payload) || region.nmrs() > u32::from(p.max_regs) {
+            pr_err!(
+                "{} -> {}: a transfer of {} bytes in {} registrations exceeds the connection's \
+                 max_payload={} max_regs={}\n",
+                self.iface.addr,
+                self.peer,
+                size,
+                region.nmrs(),
+                p.max_payload,
+                p.max_regs
+            );
+            return Err(EMSGSIZE);
+        }
+        Ok(())
+    }
+
     /// Whether the send queue has room for a transfer's chain.
     fn sq_room(&self, st: &ConnState) -> bool {
         let need = st
@@ -1651,6 +1672,7 @@ impl Conn {
         left: &mut Jiffies,
         free: &mut KVec<FrMr<Free>>,
     ) -> Result<Regs> {
+        self.fits(st, region)?;
         self.wait_room(st, left)?;
         let size = region.lens().iter().sum();
         let req = Body::PutReq {
@@ -1882,6 +1904,7 @@ impl Conn {
         local: &mut KVec<FrMr<Registered>>,
         free: &mut KVec<FrMr<Free>>,
     ) -> Result<Option<u32>> {
+        self.fits(st, region)?;
         self.wait_room(st, left)?;
         let size = region.lens().iter().sum();
         let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
@@ -2403,6 +2426,7 @@ impl Ifaces {
         for (s, n) in State::ALL.iter().zip(by_state) {
             write!(f, " {}={}", s.name(), n)?;
         }
-        writeln!(f)
+        writeln!(f)?;
+        writeln!(f, "totals: wrs_posted={}", verbs::posted_wrs())
     }
 }

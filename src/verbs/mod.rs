@@ -56,6 +56,7 @@ pub(crate) use mr::{
 pub(crate) use msgbuf::MsgBuf;
 pub(crate) use pd::Pd;
 pub(crate) use qp::{
+    posted_wrs,
     PostError,
     SendQueue, //
 };

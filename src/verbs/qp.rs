@@ -8,6 +8,10 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         CondVar,
         Mutex, //
     },
@@ -23,6 +27,14 @@ use crate::budget::{
     Refused,
     SqBudget, //
 };
+
+/// Work requests posted on every send queue of the module.
+static POSTED_WRS: Atomic<u64> = Atomic::new(0);
+
+/// Work requests posted on every send queue of the module since it was loaded.
+pub(crate) fn posted_wrs() -> u64 {
+    POSTED_WRS.load(Relaxed)
+}
 
 struct SqState {
     budget: SqBudget,
@@ -115,6 +127,7 @@ impl SendQueue {
             match st.budget.admit(n) {
                 Ok(()) => {
                     st.posted_wrs += u64::from(n);
+                    POSTED_WRS.fetch_add(u64::from(n), Relaxed);
                     return Ok(());
                 }
                 Err(Refused::TooLarge) => return Err(PostError::TooLarge),

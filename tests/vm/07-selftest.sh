@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# The selftest through its CLI (scripts/fastreg-lst), as a user runs it: ping to the node
+# itself and across a veth pair, the brw matrix of sizes x offsets x read/write with full
+# data checks, several peers, concurrency 64 on a pool of 4 MRs, corruption detection by a
+# test hook, an unreachable peer, `stat`, CLI errors, and nothing left after rmmod.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/veth.sh"
+
+LST="$FASTREG_TOP/scripts/fastreg-lst"
+OUT=/tmp/lst.json
+MAX=2097152
+
+ctl() {
+	echo "$*" >"$DBG/ctl" || { echo "'$*' failed: $(cat "$DBG/ctl")"; return 1; }
+}
+
+# lst ARGS...: runs fastreg-lst --json, keeping its JSON in $OUT; shows it on failure.
+lst() {
+	"$LST" --json "$@" >"$OUT" || { cat "$OUT"; return 1; }
+}
+
+# jq_ EXPR: evaluates a Python expression over the last JSON result `r`.
+jq_() {
+	python3 -c "import json,sys; r=json.load(open('$OUT')); print($1)"
+}
+
+# expect EXPR: the Python expression over the last result `r` is true.
+expect() {
+	[ "$(jq_ "$1")" = True ] || { echo "not true: $1"; cat "$OUT"; return 1; }
+}
+
+clean_run() {
+	expect "r['status'] == 'ok' and r['errors'] == 0 and r['corrupt'] == 0 and r['ops'] == $1"
+}
+
+ktap_begin 128
+
+check "load with max_payload=2M" load max_payload=$MAX timeout=10
+check "ping the node itself (default peer)" lst ping --count 20
+check "20 round trips, latencies reported" \
+	expect "r['ops'] == 20 and r['errors'] == 0 and 0 < r['latency_us']['min'] <= r['latency_us']['p99'] <= r['latency_us']['max'] and r['peers'][0]['peer'] == '10.0.2.15'"
+check "brw write 1M to itself, concurrency 8, check full" \
+	lst brw write --size 1M --check full --concurrency 8 --count 16
+check "16 transfers, 16 MiB, non-zero bandwidth" \
+	expect "r['ops'] == 16 and r['bytes'] == 16 << 20 and r['mib_per_s'] > 0 and r['corrupt'] == 0"
+
+check "veth pair with two rxe devices" veth_up
+check "an interface on each" ctl iface add $RXE_DEV0 $VETH_ADDR0
+check "  and the other" ctl iface add $RXE_DEV1 $VETH_ADDR1
+check "ping across the veth pair" lst ping --from $VETH_ADDR0 --peer $VETH_ADDR1 --count 20 --concurrency 4
+check "  20 round trips" clean_run 20
+
+# The matrix: every size and offset, both directions, every byte checked, across the pair.
+for op in write read; do
+	for size in 1 4095 4096 4097 65536 1048575 1048576 $MAX; do
+		for off in 0 1 8 4095 4103; do
+			check "brw $op size=$size offset=$off check=full" \
+				lst brw $op --from $VETH_ADDR0 --peer $VETH_ADDR1 --size $size --offset $off \
+				--check full --count 2 --concurrency 2
+		done
+	done
+done
+check "matrix: the last run moved its bytes" expect "r['ops'] == 2 and r['bytes'] == 2 * $MAX"
+
+check "two peers share the load" \
+	lst brw read --from $VETH_ADDR0 --peer $VETH_ADDR1 --peer $VETH_ADDR0 --size 64k \
+	--check simple --concurrency 4 --count 40
+check "  each peer did transfers, totals add up" \
+	expect "len(r['peers']) == 2 and all(p['ops'] > 0 for p in r['peers']) and sum(p['ops'] for p in r['peers']) == r['ops'] == 40"
+check "a timed run (--seconds 2)" lst brw write --size 256k --seconds 2 --concurrency 4
+check "  lasted about 2 s" expect "2 <= r['seconds'] < 12 and r['ops'] > 0 and r['errors'] == 0"
+
+# Corruption: the server flips one byte of the next transfer it serves.
+dmesg_mark
+check "hook armed on the server" ctl corrupt $VETH_ADDR1 1
+check "brw write check=full reports the corrupt transfer (exit 1)" \
+	bash -c "! '$LST' --json brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 64k --check full --count 3 >$OUT"
+check "  1 corrupt, 2 good, no errors" expect "r['corrupt'] == 1 and r['ops'] == 2 and r['errors'] == 0 and r['status'] == 'failed'"
+check "  the sink logged where" dmesg_has "PUT data differs from the pattern at byte 32768"
+ctl corrupt $VETH_ADDR1 1
+check "brw read check=full reports it" \
+	bash -c "! '$LST' --json brw read --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 64k --check full --count 3 >$OUT"
+check "  1 corrupt" expect "r['corrupt'] == 1 and r['ops'] == 2 and r['errors'] == 0"
+dmesg_mark
+ctl corrupt $VETH_ADDR1 1
+check "brw write check=none does not see it" \
+	lst brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 64k --check none --count 3
+check "  0 corrupt, though a byte was flipped" bash -c \
+	"[ \"\$(python3 -c \"import json; r=json.load(open('$OUT')); print(r['corrupt'], r['ops'])\")\" = '0 3' ]"
+check "  (the hook did fire)" dmesg_has "corrupting byte 32768 of a served transfer"
+ctl corrupt $VETH_ADDR1 1
+check "brw read check=none does not see it either" \
+	lst brw read --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 64k --check none --count 3
+
+# Unreachable peer: a clear error within the timeout.
+start=$(date +%s)
+check "ping to an unreachable peer fails" \
+	bash -c "! '$LST' --json ping --peer 10.9.9.9 --count 1 >$OUT"
+elapsed=$(($(date +%s) - start))
+check "  within the timeout (${elapsed} s)" test $elapsed -le 15
+check "  as a timeout or connection error, named" \
+	expect "r['errors'] == 1 and r['ops'] == 0 and r['errors_by_kind']['timeout'] + r['errors_by_kind']['connection'] == 1 and r['peers'][0]['first_error'] is not None"
+check "  and one readable line without --json" \
+	bash -c "'$LST' ping --peer 10.9.9.9 --count 1 | grep -q 'errors: .*(first: '"
+
+check "stat --json" lst stat
+check "  counts registrations, both invalidations, WRs, connections" \
+	expect "r['devices'][0]['registrations'] > 0 and sum(d['remote_invalidations'] for d in r['devices']) > 0 and sum(d['local_invalidations'] for d in r['devices']) > 0 and r['wrs_posted'] > 0 and r['connections_by_state']['established'] >= 2 and len(r['interfaces']) == 3"
+check "stat without --json" bash -c "'$LST' stat | grep -q 'work requests posted: [1-9]'"
+
+check "a bad size is one line and exit 2" \
+	bash -c "'$LST' brw read --size 1X 2>&1 >/dev/null | grep -c . | grep -qx 1; '$LST' brw read --size 1X 2>/dev/null; [ \$? -eq 2 ]"
+check "a size over the negotiated payload fails cleanly" \
+	bash -c "! '$LST' --json brw read --size 3M --count 1 >$OUT"
+check "  as refused" expect "r['errors_by_kind']['refused'] == 1"
+
+check "unload" unload
+check "the CLI says fastreg is not loaded" \
+	bash -c "'$LST' ping 2>&1 | grep -q 'fastreg is not loaded'"
+check "no RDMA resources left" no_fastreg_resources
+
+# Concurrency 64 on a pool of 4 MRs (transfers wait for MRs; serving keeps its half).
+check "load with pool_size=4 pool_max=4" load pool_size=4 pool_max=4 timeout=20
+check "  interfaces on the pair" ctl iface add $RXE_DEV0 $VETH_ADDR0
+ctl iface add $RXE_DEV1 $VETH_ADDR1
+check "brw write 1M, concurrency 64, across the pair" \
+	lst brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 1M --check full --concurrency 64 --count 128
+check "  128 good transfers" clean_run 128
+check "brw read 1M, concurrency 64, to itself (one pool serves both sides)" \
+	lst brw read --size 1M --check full --concurrency 64 --count 128
+check "  128 good transfers" clean_run 128
+check "  the pools never grew past 4, and transfers waited" \
+	bash -c "awk '{ for (i = 1; i <= NF; i++) { split(\$i, kv, \"=\"); v[kv[1]] = kv[2] } if (v[\"live\"] > 4 || v[\"allocated\"] > 4) bad = 1; w += v[\"waits\"] } END { exit bad || w == 0 }' $DBG/pools || { cat $DBG/pools; false; }"
+check "unload" unload
+check "no RDMA resources left" no_fastreg_resources
+check "no oops, warning or lockdep report" no_kernel_errors
+ktap_end
