@@ -227,6 +227,8 @@ struct ConnState {
     peer_stamp: u64,
     retry: Option<Retry>,
     reason: Option<&'static str>,
+    /// Why connecting failed, when rdma_cm said (a negative errno).
+    connect_err: Option<i32>,
     credits: u32,
     outstanding: u32,
     /// Idle send slots, each with its chain storage.
@@ -252,6 +254,9 @@ struct ConnState {
 }
 
 /// Something owed to the peer, waiting for a credit and a send slot.
+// A GET carries its registrations inline (544 bytes): the queue's room is reserved at
+// setup, and boxing them would allocate per request in completion context.
+#[allow(clippy::large_enum_variant)]
 enum Owed {
     /// The answer to a ping.
     Pong(u64),
@@ -397,7 +402,11 @@ impl Iface {
             match self.corrupt_next.cmpxchg(n, n - 1, Relaxed) {
                 Ok(_) => {
                     let len = region.buffer().len();
-                    pr_info!("{}: corrupting byte {} of a served transfer\n", self.addr, len / 2);
+                    pr_info!(
+                        "{}: corrupting byte {} of a served transfer\n",
+                        self.addr,
+                        len / 2
+                    );
                     return region.buffer().flip(len / 2);
                 }
                 Err(now) => n = now,
@@ -656,6 +665,7 @@ impl Conn {
                     peer_stamp: 0,
                     retry: None,
                     reason: None,
+                    connect_err: None,
                     credits: 0,
                     outstanding: 0,
                     tx_free: KVec::new(),
@@ -762,7 +772,7 @@ impl Conn {
                         self.peer,
                         st.reason.unwrap_or("?")
                     );
-                    return Err(refused());
+                    return Err(st.connect_err.map(Error::from_errno).unwrap_or(refused()));
                 }
                 _ => {}
             }
@@ -981,8 +991,7 @@ impl Conn {
     /// Sends what is owed to the peer (answers, requests to serve) as credits and send
     /// slots allow, then a NOOP if credits are owed and nothing went.
     fn pump(&self, st: &mut ConnState) {
-        while !st.owed.is_empty() && st.credits >= 2 && !st.tx_free.is_empty() && self.sq_room(st)
-        {
+        while !st.owed.is_empty() && st.credits >= 2 && !st.tx_free.is_empty() && self.sq_room(st) {
             let Ok(o) = st.owed.remove(0) else { break };
             let r = match o {
                 Owed::Pong(cookie) => self.send_locked(
@@ -1001,7 +1010,16 @@ impl Conn {
                     size,
                     seed,
                     check,
-                } => self.serve_put(st, cookie, size, SinkCheck { cookie, seed, check }),
+                } => self.serve_put(
+                    st,
+                    cookie,
+                    size,
+                    SinkCheck {
+                        cookie,
+                        seed,
+                        check,
+                    },
+                ),
                 Owed::Get {
                     cookie,
                     size,
@@ -1417,8 +1435,7 @@ impl Conn {
             Err(e) => e.to_errno(),
         };
         if how.check != Check::None {
-            st.owed
-                .push(Owed::Result(how.cookie, status), GFP_KERNEL)?;
+            st.owed.push(Owed::Result(how.cookie, status), GFP_KERNEL)?;
         }
         Ok(())
     }
@@ -1584,11 +1601,7 @@ impl Conn {
         done: impl Fn(&Xfer) -> bool,
     ) -> Result<(Step, Option<i32>)> {
         loop {
-            let x = st
-                .xfers
-                .iter()
-                .find(|x| x.cookie == cookie)
-                .ok_or(EINVAL)?;
+            let x = st.xfers.iter().find(|x| x.cookie == cookie).ok_or(EINVAL)?;
             if done(x) {
                 return Ok((x.step, x.verdict));
             }
@@ -1650,7 +1663,15 @@ impl Conn {
         let mut left = msecs_to_jiffies(ms);
         let mut st = self.st.lock();
         let r = Self::new_xfer(&mut st).and_then(|cookie| {
-            let r = self.put_steps(&mut st, &res, region, cookie, (seed, check), &mut left, &mut free);
+            let r = self.put_steps(
+                &mut st,
+                &res,
+                region,
+                cookie,
+                (seed, check),
+                &mut left,
+                &mut free,
+            );
             st.xfers.retain(|x| x.cookie != cookie);
             r
         });
@@ -1683,11 +1704,12 @@ impl Conn {
         };
         self.send_locked(st, req, false)?;
         Self::sent(st, cookie);
-        let sink_cookie = match self.wait_xfer(st, cookie, left, |x| !matches!(x.step, Step::Waiting))? {
-            (Step::Acked(s), _) => s,
-            (Step::Failed(e), _) => return Err(Error::from_errno(e)),
-            _ => return Err(EINVAL),
-        };
+        let sink_cookie =
+            match self.wait_xfer(st, cookie, left, |x| !matches!(x.step, Step::Waiting))? {
+                (Step::Acked(s), _) => s,
+                (Step::Failed(e), _) => return Err(Error::from_errno(e)),
+                _ => return Err(EINVAL),
+            };
         let regs = st
             .xfers
             .iter()
@@ -2213,6 +2235,12 @@ impl CmHandler for Ctx {
                     status
                 );
                 st.retry = Some(Retry::Fail);
+                // rdma_cm's status is a negative errno for address and route errors.
+                st.connect_err = Some(if (-4095..0).contains(&status) {
+                    status
+                } else {
+                    -(kernel::bindings::EHOSTUNREACH as i32)
+                });
                 conn.on(&mut st, Event::Failed, "unreachable");
             }
             CmEvent::Disconnected => {

@@ -535,7 +535,10 @@ impl Slot {
             self.chain = Some(chain);
             return Err(e);
         }
-        match link.client.post(chain, &self.done, crate::verbs::POST_WAIT_MS) {
+        match link
+            .client
+            .post(chain, &self.done, crate::verbs::POST_WAIT_MS)
+        {
             Ok(()) => Ok(()),
             Err((e, chain)) => {
                 pr_err!("loopback: posting a chain failed: {:?}\n", e);

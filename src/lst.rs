@@ -12,8 +12,7 @@
 //! the command waits for every worker before it returns, so no worker outlives the module.
 
 use kernel::{
-    new_condvar,
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
     sync::{
         atomic::{
@@ -129,8 +128,12 @@ impl Run {
         let peer = self.peers[p];
         let region = match self.t.op {
             LstOp::Ping => Ok(None),
-            _ => Region::new(self.iface.res(), self.t.offset as usize, self.t.size as usize)
-                .map(Some),
+            _ => Region::new(
+                self.iface.res(),
+                self.t.offset as usize,
+                self.t.size as usize,
+            )
+            .map(Some),
         };
         match &region {
             Err(e) => {

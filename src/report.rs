@@ -289,7 +289,11 @@ impl CtlFile {
                 (r, text)
             }
             command::Ctl::Corrupt { local, n } => {
-                let r = self.ifaces.find(local).ok_or(ENOENT).map(|i| i.corrupt_served(n));
+                let r = self
+                    .ifaces
+                    .find(local)
+                    .ok_or(ENOENT)
+                    .map(|i| i.corrupt_served(n));
                 let text =
                     CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
                 (r, text)

@@ -188,7 +188,11 @@ impl Stats {
     pub(crate) fn write(&self, f: &mut impl fmt::Write, usecs: u64) -> fmt::Result {
         let (min, avg, max) = self.latency();
         // Hundredths (no 128-bit division in the kernel: KiB first, products saturate).
-        let per_s_100 = |n: u64| n.saturating_mul(100_000_000).checked_div(usecs).unwrap_or(0);
+        let per_s_100 = |n: u64| {
+            n.saturating_mul(100_000_000)
+                .checked_div(usecs)
+                .unwrap_or(0)
+        };
         let mib_100 = per_s_100(self.bytes >> 10) >> 10;
         let ops_100 = per_s_100(self.ops);
         write!(

@@ -187,7 +187,10 @@ fn selftest_commands() {
     assert_eq!((t.concurrency, t.span), (64, Span::Seconds(5)));
 
     let t = Lst::parse("brw read size=4k count=10 check=simple").unwrap();
-    assert_eq!((t.op, t.size, t.span, t.check), (LstOp::Read, 4096, Span::Count(10), Check::Simple));
+    assert_eq!(
+        (t.op, t.size, t.span, t.check),
+        (LstOp::Read, 4096, Span::Count(10), Check::Simple)
+    );
 
     for (bad, why) in [
         ("", "unknown test"),

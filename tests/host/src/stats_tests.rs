@@ -32,7 +32,10 @@ fn rates_and_latencies() {
     let mut out = String::new();
     s.write(&mut out, 2_500_000).unwrap();
     assert!(out.starts_with("ops=10 bytes=10485760 errors=3 corrupt=1 usecs=2500000 seconds=2.500000 mib_per_s=4.00 ops_per_s=4.00 lat_min_us=100 lat_avg_us=1450 "), "{out}");
-    assert!(out.ends_with("lat_max_us=10000 err_timeout=1 err_connection=1 err_refused=0 err_other=1"), "{out}");
+    assert!(
+        out.ends_with("lat_max_us=10000 err_timeout=1 err_connection=1 err_refused=0 err_other=1"),
+        "{out}"
+    );
     // p99 of 10 samples is the largest.
     assert_eq!(s.percentile(99), 10_000);
     // p50: the 5th sample (500) within 12.5% above.

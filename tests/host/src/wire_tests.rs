@@ -361,7 +361,16 @@ fn checksums_catch_corruption() {
 fn encode_refuses_what_does_not_fit() {
     let mut small = [0u8; 40];
     assert_eq!(
-        encode(&msg(Body::PutReq { cookie: 1, size: 1, seed: 0, check: Check::None }), &mut small, false),
+        encode(
+            &msg(Body::PutReq {
+                cookie: 1,
+                size: 1,
+                seed: 0,
+                check: Check::None
+            }),
+            &mut small,
+            false
+        ),
         None
     );
     let big = [0u8; 5000];
