@@ -4,7 +4,8 @@
 #
 #   make            build fastreg.ko (sets up the toolchain and test kernel on first use)
 #   make test       host unit tests + module build + VM tests; last line "N passed, N failed"
-#   make run        boot a VM on rxe, load fastreg and show what it found
+#   make run        boot a VM on rxe, load fastreg, run the default selftest session
+#   make bench      fastreg vs perftest and nvme-rdma in one VM: build/bench/ (not in test)
 #   make lint       rustfmt, clippy (1.96, as the kernel) and checkpatch
 #   make clean      remove build products (the cached kernel stays, see README)
 #
@@ -19,7 +20,7 @@ else
 SETUP := all
 endif
 
-.PHONY: all module setup test run lint clean
+.PHONY: all module setup test run bench lint clean
 
 all: module
 
@@ -34,6 +35,9 @@ test:
 
 run: module
 	@scripts/run.sh
+
+bench: module
+	@scripts/bench.sh
 
 lint: module
 	@scripts/lint.sh

@@ -21,6 +21,8 @@ PACKAGES=(
 	make bison flex bc libelf-dev libssl-dev cpio kmod dwarves xz-utils
 	# VM and RDMA user space (the guest shares the host's root file system).
 	qemu-system-x86 udev iproute2 rdma-core ibverbs-utils perftest
+	# The benchmark's anchors: fio over nvme-rdma (nvme-cli connects it).
+	fio nvme-cli
 	# Python for virtme-ng's venv.
 	python3 python3-venv busybox-static
 )
@@ -69,6 +71,16 @@ step_venv() {
 	rm -rf "$FASTREG_VENV"
 	"$py" -m venv "$FASTREG_VENV"
 	"$FASTREG_VENV/bin/pip" install -q "virtme-ng==$VIRTME_NG_VERSION"
+}
+
+# matplotlib in the venv, for the benchmark's plots (make bench only).
+step_plot() {
+	if "$FASTREG_VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
+		log "matplotlib: present"
+		return
+	fi
+	log "matplotlib: installing into the venv"
+	"$FASTREG_VENV/bin/pip" install -q matplotlib
 }
 
 # Downloads the kernel source .deb through a private apt state directory: the system's apt
@@ -159,7 +171,8 @@ main() {
 	host) step_packages; step_bindgen ;;
 	all) step_packages; step_bindgen; step_venv; step_kernel ;;
 	kernel) step_kernel ;;
-	*) die "usage: $0 [all|host|kernel]" ;;
+	bench) step_packages; step_bindgen; step_venv; step_kernel; step_plot ;;
+	*) die "usage: $0 [all|host|kernel|bench]" ;;
 	esac
 }
 

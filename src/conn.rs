@@ -103,6 +103,9 @@ const CONNECT_MS: u32 = 10_000;
 const RESOLVE_MS: u16 = 2000;
 /// Connection attempts (negotiation rounds) before giving up.
 const MAX_ATTEMPTS: u32 = 6;
+/// Idle buffers an interface keeps for serving transfers, and their most bytes in all.
+const SPARE_REGIONS: usize = 32;
+const SPARE_BYTES: usize = 64 << 20;
 
 /// Tunables of an interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,6 +139,18 @@ struct IfaceState {
     listener: Option<Arc<Endpoint<Ctx>>>,
     conns: KVec<Arc<Conn>>,
     closed: bool,
+    /// Peers the last connection attempts to failed: consecutive failures, when, and the
+    /// error. Connecting again waits out a backoff ([`conn_state::backoff_ms`]).
+    failed: KVec<Failed>,
+}
+
+/// Failed connection attempts to a peer.
+#[derive(Clone, Copy)]
+struct Failed {
+    peer: SockAddr,
+    n: u32,
+    at: Instant<Monotonic>,
+    err: Error,
 }
 
 /// Rejects by reason (index: the reason's number).
@@ -188,6 +203,10 @@ pub(crate) struct Iface {
     /// connection.
     #[pin]
     connecting: Mutex<()>,
+    /// Buffers (allocated and DMA-mapped) of transfers served, kept for the next ones of
+    /// the same size: serving allocates nothing at steady state.
+    #[pin]
+    spare: Mutex<KVec<Region>>,
     /// Test hook: transfers this interface serves next whose data it corrupts.
     corrupt_next: Atomic<u32>,
     #[pin]
@@ -382,6 +401,41 @@ fn not_connected() -> Error {
 }
 
 impl Iface {
+    /// A buffer of `size` bytes (at offset 0) to serve a transfer with: an idle one of that
+    /// size, else a new one.
+    fn serving_region(&self, size: usize) -> Result<Region> {
+        let mut spare = self.spare.lock();
+        if let Some(i) = spare.iter().rposition(|r| r.buffer().len() == size) {
+            if let Ok(r) = spare.remove(i) {
+                return Ok(r);
+            }
+        }
+        drop(spare);
+        Region::new(&self.res, 0, size)
+    }
+
+    /// Keeps a served transfer's buffer for the next one of its size; the oldest go when
+    /// more than [`SPARE_REGIONS`] or [`SPARE_BYTES`] are kept.
+    fn recycle(&self, region: Region) {
+        let mut spare = self.spare.lock();
+        let mut gone = KVec::new();
+        let mut bytes: usize = spare.iter().map(|r| r.buffer().len()).sum();
+        while !spare.is_empty()
+            && (spare.len() >= SPARE_REGIONS || bytes + region.buffer().len() > SPARE_BYTES)
+        {
+            if let Ok(old) = spare.remove(0) {
+                bytes -= old.buffer().len();
+                let _ = gone.push(old, GFP_KERNEL);
+            }
+        }
+        if region.buffer().len() <= SPARE_BYTES {
+            let _ = spare.push(region, GFP_KERNEL);
+        }
+        drop(spare);
+        // Unmapped and freed here, without the lock.
+        drop(gone);
+    }
+
     /// A new seed for a transfer's pattern.
     pub(crate) fn seed(&self) -> u32 {
         let n = self.seeds.fetch_add(1, Relaxed);
@@ -433,11 +487,13 @@ impl Iface {
                 rejects_received: RejectCounts::new(),
                 seeds: Atomic::new(0),
                 connecting <- new_mutex!((), "fastreg::Iface::connecting"),
+                spare <- new_mutex!(KVec::new(), "fastreg::Iface::spare"),
                 corrupt_next: Atomic::new(0),
                 st <- new_mutex!(IfaceState {
                     listener: None,
                     conns: KVec::new(),
                     closed: false,
+                    failed: KVec::new(),
                 }, "fastreg::Iface::st"),
             }),
             GFP_KERNEL,
@@ -499,6 +555,9 @@ impl Iface {
         for c in conns.iter() {
             c.teardown("interface removed");
         }
+        // Their DMA mappings must not outlive the interface's use of the device.
+        let spare = core::mem::take(&mut *self.spare.lock());
+        drop(spare);
         pr_info!("{}: interface {} down\n", self.res.name(), self.addr);
     }
 
@@ -526,6 +585,10 @@ impl Iface {
     }
 
     /// The established connection to `peer`, connecting (and negotiating) if needed.
+    ///
+    /// After a failed attempt, attempts within the backoff (100 ms doubling with each
+    /// consecutive failure, at most 10 s) fail at once with the same error, so callers that
+    /// retry in a loop do not hammer an unreachable peer.
     pub(crate) fn connect(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
         if let Some(c) = self.established(peer)? {
             return Ok(c);
@@ -535,6 +598,45 @@ impl Iface {
         if let Some(c) = self.established(peer)? {
             return Ok(c);
         }
+        {
+            let st = self.st.lock();
+            if let Some(f) = st.failed.iter().find(|f| f.peer == peer) {
+                let wait = Delta::from_millis(conn_state::backoff_ms(f.n - 1).into());
+                if f.at.elapsed() < wait {
+                    return Err(f.err);
+                }
+            }
+        }
+        let r = self.connect_new(peer);
+        let mut st = self.st.lock();
+        let pos = st.failed.iter().position(|f| f.peer == peer);
+        match (&r, pos) {
+            (Ok(_), Some(i)) => {
+                let _ = st.failed.remove(i);
+            }
+            (Err(e), Some(i)) => {
+                let f = &mut st.failed[i];
+                f.n = f.n.saturating_add(1);
+                f.at = Instant::now();
+                f.err = *e;
+            }
+            (Err(e), None) => {
+                let f = Failed {
+                    peer,
+                    n: 1,
+                    at: Instant::now(),
+                    err: *e,
+                };
+                // Without memory the backoff is skipped, nothing else.
+                let _ = st.failed.push(f, GFP_KERNEL);
+            }
+            (Ok(_), None) => {}
+        }
+        r
+    }
+
+    /// Connects (and negotiates) a new connection to `peer`.
+    fn connect_new(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
         let mut asked = self.local().params(0, 0);
         for attempt in 0..MAX_ATTEMPTS {
             let conn = Conn::new(self.clone(), peer, true, asked)?;
@@ -1241,7 +1343,7 @@ impl Conn {
         st.next_cookie += 1;
         let mut regs = KVec::new();
         let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
-        let r = Region::new(&res, 0, size as usize).and_then(|region| {
+        let r = self.iface.serving_region(size as usize).and_then(|region| {
             self.post_locked(
                 st,
                 false,
@@ -1299,7 +1401,7 @@ impl Conn {
         let mut local = KVec::new();
         let mut inv = KVec::new();
         let remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
-        let r = Region::new(&res, 0, size as usize).and_then(|region| {
+        let r = self.iface.serving_region(size as usize).and_then(|region| {
             region::write_pattern(&region, seed, check)?;
             self.iface.corrupt_hook(&region)?;
             self.post_locked(
@@ -1412,7 +1514,9 @@ impl Conn {
         }
         give_up(&res, &mut regs, &mut pending);
         chain_r?;
-        self.check_sink(st, &sink.region, sink.how)
+        let r = self.check_sink(st, &sink.region, sink.how);
+        self.iface.recycle(sink.region);
+        r
     }
 
     /// Checks the data of a PUT this side received (its registrations are dead) and owes
@@ -1457,15 +1561,17 @@ impl Conn {
             }
         };
         match t.what {
-            Finishing::ServedGet(_region, inv) => {
+            Finishing::ServedGet(region, inv) => {
                 settle(inv);
                 st.stats.served += u64::from(ok);
+                self.iface.recycle(region);
             }
             Finishing::ServedPut(region, inv, how) => {
                 settle(inv);
                 if ok && self.check_sink(st, &region, how).is_err() {
                     self.on(st, Event::Error, "out of memory");
                 }
+                self.iface.recycle(region);
             }
             Finishing::Mine(cookie, inv) => {
                 settle(inv);
@@ -2074,14 +2180,15 @@ impl Conn {
         }
         writeln!(
             f,
-            "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} served={} corrupt={} \
-             remote_inv={} busy={} retries={} attempts={} reason={}",
+            "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} wrs={} served={} \
+             corrupt={} remote_inv={} busy={} retries={} attempts={} reason={}",
             st.credits,
             st.outstanding,
             st.stats.tx,
             st.stats.rx,
             st.stats.noops_tx,
             st.stats.noops_rx,
+            st.ep.as_ref().map(|e| e.posted_wrs()).unwrap_or(0),
             st.stats.served,
             st.stats.corrupt,
             st.stats.remote_inv,

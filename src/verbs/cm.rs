@@ -332,6 +332,11 @@ impl<T: CmHandler> Endpoint<T> {
         to_result(unsafe { ib::rdma_connect_locked(self.id.as_ptr(), &mut p) })
     }
 
+    /// Work requests posted on the send queue since the QP was created.
+    pub(crate) fn posted_wrs(&self) -> u64 {
+        self.sq.posted()
+    }
+
     /// Room in the send queue for work requests now.
     pub(crate) fn sq_room(&self) -> u32 {
         self.sq.room()

@@ -140,6 +140,11 @@ impl SendQueue {
         }
     }
 
+    /// Work requests posted on this queue.
+    pub(super) fn posted(&self) -> u64 {
+        self.state.lock().posted_wrs
+    }
+
     /// Room for work requests now (0 once closed).
     pub(super) fn room(&self) -> u32 {
         let st = self.state.lock();

@@ -34,7 +34,7 @@ clean_run() {
 	expect "r['status'] == 'ok' and r['errors'] == 0 and r['corrupt'] == 0 and r['ops'] == $1"
 }
 
-ktap_begin 128
+ktap_begin 130
 
 check "load with max_payload=2M" load max_payload=$MAX timeout=10
 check "ping the node itself (default peer)" lst ping --count 20
@@ -103,6 +103,10 @@ check "  as a timeout or connection error, named" \
 	expect "r['errors'] == 1 and r['ops'] == 0 and r['errors_by_kind']['timeout'] + r['errors_by_kind']['connection'] == 1 and r['peers'][0]['first_error'] is not None"
 check "  and one readable line without --json" \
 	bash -c "'$LST' ping --peer 10.9.9.9 --count 1 | grep -q 'errors: .*(first: '"
+check "five more attempts at once: the backoff fails them fast" \
+	bash -c "! '$LST' --json ping --peer 10.9.9.9 --count 5 >$OUT"
+check "  five errors in less than one attempt's time plus 2 s (${elapsed} s)" \
+	expect "r['errors'] == 5 and r['seconds'] < $elapsed + 2"
 
 check "stat --json" lst stat
 check "  counts registrations, both invalidations, WRs, connections" \

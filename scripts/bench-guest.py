@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Guest side of `make bench` (run by scripts/bench.sh through scripts/vm.sh, fastreg
+loaded): measures fastreg and its anchors back to back on the same rxe device, looping back
+to the device's own address, and prints one line `BENCH <json>` per measurement.
+
+- fastreg: brw write and read at each size and concurrency (check none), and ping, each
+  after a warm-up run, with fastreg's counters read around it;
+- perftest: ib_write_bw / ib_read_bw at the same sizes with as many operations outstanding
+  (-t, and -o for reads), ib_send_bw of 4 KiB for the message rate;
+- nvme-rdma against nvmet-rdma (a kernel FRWR user) on the same device: fio, 1 MiB direct
+  I/O at queue depth 8, write and read.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LST = os.path.join(TOP, "scripts", "fastreg-lst")
+DBG = "/sys/kernel/debug/fastreg"
+ADDR = os.environ.get("FASTREG_ADDR", "10.0.2.15")
+DEV = os.environ.get("BENCH_DEV", "rxe0")
+SECONDS = int(os.environ.get("BENCH_SECONDS", "4"))
+QUICK = os.environ.get("BENCH_QUICK", "") != ""
+
+
+def emit(kind, **kw):
+    kw["kind"] = kind
+    print("BENCH " + json.dumps(kw), flush=True)
+
+
+def log(msg):
+    print(f"# {msg}", flush=True)
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True, **kw)
+
+
+def fields(line):
+    return dict(w.split("=", 1) for w in line.split() if "=" in w)
+
+
+def counters():
+    """fastreg's counters: the device's pool, and per connection direction its WRs and
+    remote invalidations."""
+    c = {}
+    with open(f"{DBG}/pools") as f:
+        for ln in f:
+            name, _, rest = ln.partition(": ")
+            if name == DEV:
+                c.update({k: int(v) for k, v in fields(rest).items()})
+    c["wrs_out"] = c["wrs_in"] = 0
+    with open(f"{DBG}/conns") as f:
+        for ln in f:
+            w = ln.split()
+            if w[:1] == ["conn"] and "state=established" in ln:
+                key = "wrs_out" if w[1] == "->" else "wrs_in"
+                c[key] += int(fields(ln).get("wrs", 0))
+            if ln.startswith("totals:"):
+                c["wrs_posted"] = int(fields(ln)["wrs_posted"])
+    return c
+
+
+def lst(*args):
+    r = sh([LST, "--json", *args])
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        raise RuntimeError(f"fastreg-lst {' '.join(args)}: {r.stderr.strip() or r.stdout}")
+
+
+def sq_depth():
+    with open(f"{DBG}/devices") as f:
+        for ln in f:
+            if ln.startswith(DEV + ":"):
+                f_ = fields(ln)
+                return int(f_["sq_depth"]), int(f_["o2iblnd_sq_depth"]), int(f_["transfer_wrs"])
+    return None, None, None
+
+
+def fastreg_brw(op, size, conc):
+    # Warm-up: the connection is up and the pool has grown to what this load needs.
+    lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--count", str(2 * conc))
+    before = counters()
+    r = lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--seconds", str(SECONDS))
+    after = counters()
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    ops = max(r["ops"], 1)
+    # A write's source is the client (out), a read's the server (in).
+    src, snk = ("wrs_out", "wrs_in") if op == "write" else ("wrs_in", "wrs_out")
+    emit("fastreg", op=op, size=size, concurrency=conc, mib_per_s=r["mib_per_s"],
+         ops_per_s=r["ops_per_s"], ops=r["ops"], errors=r["errors"], seconds=r["seconds"],
+         lat_avg_us=r["latency_us"]["avg"], lat_p99_us=r["latency_us"]["p99"],
+         wrs_per_transfer_source=d[src] / ops, wrs_per_transfer_sink=d[snk] / ops,
+         reg_per_transfer=d["registrations"] / ops,
+         local_inv_per_transfer=d["local_invalidations"] / ops,
+         remote_inv_per_transfer=d["remote_invalidations"] / ops,
+         alloc_mr_during_run=d["allocated"], pool_live=after["live"])
+
+
+def fastreg_ping(conc):
+    lst("ping", "--concurrency", str(conc), "--count", str(4 * conc))
+    r = lst("ping", "--concurrency", str(conc), "--seconds", str(SECONDS))
+    emit("fastreg_ping", concurrency=conc, ops_per_s=r["ops_per_s"], ops=r["ops"],
+         errors=r["errors"], lat_avg_us=r["latency_us"]["avg"], msgs_per_s=2 * r["ops_per_s"])
+
+
+PORT = [18515]
+
+
+def perftest(tool, size, depth):
+    """Runs a perftest server and client on the device; returns (MiB/s, Mpps)."""
+    PORT[0] += 1
+    # Enough iterations for about SECONDS at tens of MB/s, never fewer than 4 x depth.
+    iters = max(4 * depth, min(20000, (SECONDS * 40 << 20) // size))
+    args = ["-d", DEV, "-R", "-s", str(size), "-n", str(iters), "-p", str(PORT[0]), "-F"]
+    if tool == "ib_read_bw":
+        args += ["-o", str(min(depth, 128))]
+    if tool != "ib_send_bw":
+        args += ["-t", str(depth)]
+    else:
+        args += ["-t", str(depth), "-r", str(max(depth, 64))]
+    srv = subprocess.Popen([tool, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    time.sleep(1)
+    cli = sh([tool, *args, ADDR], timeout=300)
+    try:
+        srv.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+    # The result line: bytes, iterations, BW peak, BW average (MB/sec, MB = 2^20), Mpps.
+    for ln in cli.stdout.splitlines():
+        w = ln.split()
+        if len(w) >= 5 and w[0] == str(size) and re.fullmatch(r"[\d.]+", w[3]):
+            return float(w[3]), float(w[4])
+    raise RuntimeError(f"{tool} -s {size} -t {depth}: no result:\n{cli.stdout}{cli.stderr}")
+
+
+NQN = "fastreg-bench"
+
+
+def nvme_setup():
+    """nvmet-rdma with a file namespace on /dev/shm, nvme-rdma connected to it."""
+    for m in ("nvmet", "nvmet-rdma", "nvme-rdma"):
+        r = sh(["modprobe", m])
+        if r.returncode:
+            raise RuntimeError(f"modprobe {m}: {r.stderr.strip()}")
+    if not os.path.ismount("/sys/kernel/config"):
+        sh(["mount", "-t", "configfs", "none", "/sys/kernel/config"])
+    cfg = "/sys/kernel/config/nvmet"
+    backing = "/dev/shm/nvme-bench.img"
+    sh(["truncate", "-s", "256M", backing])
+    sub = f"{cfg}/subsystems/{NQN}"
+    os.makedirs(sub, exist_ok=True)
+    open(f"{sub}/attr_allow_any_host", "w").write("1")
+    ns = f"{sub}/namespaces/1"
+    os.makedirs(ns, exist_ok=True)
+    open(f"{ns}/device_path", "w").write(backing)
+    if os.path.exists(f"{ns}/buffered_io"):
+        open(f"{ns}/buffered_io", "w").write("1")
+    open(f"{ns}/enable", "w").write("1")
+    port = f"{cfg}/ports/1"
+    os.makedirs(port, exist_ok=True)
+    for k, v in (("addr_trtype", "rdma"), ("addr_adrfam", "ipv4"), ("addr_traddr", ADDR),
+                 ("addr_trsvcid", "4420")):
+        open(f"{port}/{k}", "w").write(v)
+    link = f"{port}/subsystems/{NQN}"
+    if not os.path.exists(link):
+        os.symlink(sub, link)
+    r = sh(["nvme", "connect", "-t", "rdma", "-a", ADDR, "-s", "4420", "-n", NQN])
+    if r.returncode:
+        raise RuntimeError(f"nvme connect: {r.stderr.strip() or r.stdout.strip()}")
+    for _ in range(50):
+        out = sh(["nvme", "list"]).stdout
+        m = re.search(r"(/dev/nvme\d+n\d+)", out)
+        if m and os.path.exists(m.group(1)):
+            return m.group(1)
+        time.sleep(0.2)
+    raise RuntimeError("nvme-rdma: no namespace appeared")
+
+
+def nvme_teardown():
+    sh(["nvme", "disconnect", "-n", NQN])
+
+
+def fio(dev, rw):
+    r = sh(["fio", "--name=bench", f"--filename={dev}", f"--rw={rw}", "--bs=1M", "--direct=1",
+            "--ioengine=libaio", "--iodepth=8", "--size=256M", "--time_based",
+            f"--runtime={SECONDS}", "--output-format=json"], timeout=120)
+    try:
+        j = json.loads(r.stdout[r.stdout.index("{"):])
+    except ValueError:
+        raise RuntimeError(f"fio {rw}: {r.stderr.strip() or r.stdout[-400:]}")
+    side = j["jobs"][0]["read" if rw == "read" else "write"]
+    return side["bw_bytes"] / (1 << 20), side["iops"]
+
+
+def versions():
+    v = {"kernel": os.uname().release}
+    for tool, args in (("perftest", ["ib_write_bw", "--version"]), ("fio", ["fio", "--version"]),
+                       ("nvme-cli", ["nvme", "version"])):
+        r = sh(args)
+        text = (r.stdout.strip() or r.stderr.strip()).splitlines()
+        v[tool] = text[0] if text else "?"
+    return v
+
+
+def main():
+    with open(f"{DBG}/params") as f:
+        params = dict(ln.strip().split("=", 1) for ln in f if "=" in ln)
+    max_payload = int(params["max_payload"])
+    sq, o2ib, twrs = sq_depth()
+    emit("meta", versions=versions(), cpus=os.cpu_count(),
+         memory_mib=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20,
+         device=DEV, address=ADDR, params=params, seconds=SECONDS, sq_depth=sq,
+         o2iblnd_sq_depth=o2ib, transfer_wrs=twrs, queue_depth=int(params["queue_depth"]))
+    sizes = [4096, 65536, 262144, 1 << 20]
+    if max_payload not in sizes:
+        sizes.append(max_payload)
+    concs = [1, 8, 64]
+    if QUICK:
+        sizes, concs = [65536, 1 << 20], [8]
+    grid = [(s, c) for c in concs for s in sizes]
+    for size, conc in grid:
+        for op in ("write", "read"):
+            log(f"fastreg brw {op} size={size} concurrency={conc}")
+            try:
+                fastreg_brw(op, size, conc)
+            except RuntimeError as e:
+                emit("error", what=f"fastreg {op} {size} {conc}", error=str(e))
+            tool = "ib_write_bw" if op == "write" else "ib_read_bw"
+            log(f"{tool} size={size} depth={conc}")
+            try:
+                bw, mpps = perftest(tool, size, conc)
+                emit("perftest", op=op, size=size, concurrency=conc, mib_per_s=bw,
+                     ops_per_s=mpps * 1e6)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                emit("error", what=f"{tool} {size} {conc}", error=str(e))
+    for conc in ([8] if QUICK else [1, 8, 64]):
+        log(f"fastreg ping concurrency={conc}")
+        try:
+            fastreg_ping(conc)
+        except RuntimeError as e:
+            emit("error", what=f"fastreg ping {conc}", error=str(e))
+    log("ib_send_bw 4 KiB")
+    try:
+        bw, mpps = perftest("ib_send_bw", 4096, 64)
+        emit("perftest_send", size=4096, concurrency=64, mib_per_s=bw, msgs_per_s=mpps * 1e6)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        emit("error", what="ib_send_bw", error=str(e))
+    log("nvme-rdma against nvmet-rdma")
+    try:
+        dev = nvme_setup()
+        for rw in ("write", "read"):
+            bw, iops = fio(dev, rw)
+            emit("nvme", op=rw, size=1 << 20, concurrency=8, mib_per_s=bw, ops_per_s=iops)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        emit("error", what="nvme-rdma", error=str(e))
+    finally:
+        nvme_teardown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Host side of `make bench`: turns the guest's `BENCH <json>` lines into
+build/bench/results.json, build/bench/results.txt (the table, with the ratios fastreg /
+perftest and fastreg / nvme-rdma) and PNG plots (throughput vs size, throughput vs
+concurrency; one line per system).
+
+    bench-report.py RAW_OUTPUT OUT_DIR
+"""
+
+import json
+import os
+import sys
+
+
+def load(raw):
+    res = {"meta": {}, "fastreg": [], "perftest": [], "fastreg_ping": [], "perftest_send": [],
+           "nvme": [], "errors": []}
+    with open(raw, errors="replace") as f:
+        for ln in f:
+            i = ln.find("BENCH {")
+            if i < 0:
+                continue
+            try:
+                r = json.loads(ln[i + 6:])
+            except ValueError:
+                continue
+            kind = r.pop("kind")
+            if kind == "meta":
+                res["meta"] = r
+            elif kind == "error":
+                res["errors"].append(r)
+            else:
+                res.setdefault(kind, []).append(r)
+    return res
+
+
+def find(rows, **kw):
+    for r in rows:
+        if all(r.get(k) == v for k, v in kw.items()):
+            return r
+    return None
+
+
+def size_name(n):
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def ratio(a, b):
+    return round(a / b, 3) if a is not None and b else None
+
+
+def fmt(x, nd=2):
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def table(res):
+    lines = []
+    m = res["meta"]
+    v = m.get("versions", {})
+    lines.append(f"fastreg benchmark: {m.get('device')} ({m.get('address')}), kernel "
+                 f"{v.get('kernel')}, {m.get('cpus')} vCPUs, {m.get('memory_mib')} MiB, "
+                 f"{m.get('seconds')} s per measurement")
+    lines.append(f"perftest: {v.get('perftest')}; fio: {v.get('fio')}; nvme-cli: "
+                 f"{v.get('nvme-cli')}")
+    lines.append("")
+    lines.append("Throughput (MiB/s), fastreg check=none vs perftest at the same size and "
+                 "operations outstanding")
+    hdr = (f"{'op':<6} {'size':>8} {'conc':>5} {'fastreg':>9} {'perftest':>9} {'ratio':>6}  "
+           f"{'WRs src':>7} {'WRs snk':>7} {'REG':>4} {'LINV':>4} {'RINV':>4} {'alloc_mr':>8}")
+    lines.append(hdr)
+    summary = {"ratios": []}
+    for f in sorted(res["fastreg"], key=lambda r: (r["op"], r["concurrency"], r["size"])):
+        p = find(res["perftest"], op=f["op"], size=f["size"], concurrency=f["concurrency"])
+        pb = p["mib_per_s"] if p else None
+        rt = ratio(f["mib_per_s"], pb)
+        summary["ratios"].append({"op": f["op"], "size": f["size"],
+                                  "concurrency": f["concurrency"], "fastreg": f["mib_per_s"],
+                                  "perftest": pb, "ratio": rt})
+        lines.append(
+            f"{f['op']:<6} {size_name(f['size']):>8} {f['concurrency']:>5} "
+            f"{fmt(f['mib_per_s']):>9} {fmt(pb):>9} {fmt(rt):>6}  "
+            f"{fmt(f['wrs_per_transfer_source'], 1):>7} {fmt(f['wrs_per_transfer_sink'], 1):>7} "
+            f"{fmt(f['reg_per_transfer'], 1):>4} {fmt(f['local_inv_per_transfer'], 1):>4} "
+            f"{fmt(f['remote_inv_per_transfer'], 1):>4} {f['alloc_mr_during_run']:>8}")
+    lines.append("")
+    lines.append("WRs src/snk: work requests per transfer on the source's and the sink's send "
+                 "queue (messages included); REG, LINV, RINV: registrations, local and remote "
+                 "invalidations per transfer (both sides); alloc_mr: ib_alloc_mr calls during "
+                 "the measured run.")
+    lines.append("")
+    # Message rate: a ping is two messages.
+    send = res["perftest_send"][0] if res["perftest_send"] else None
+    lines.append("Message rate (messages/s): fastreg ping (2 messages per round trip) vs "
+                 "ib_send_bw 4 KiB, 64 outstanding")
+    for pg in res["fastreg_ping"]:
+        rt = ratio(pg["msgs_per_s"], send["msgs_per_s"] if send else None)
+        lines.append(f"  ping concurrency {pg['concurrency']:>3}: {pg['msgs_per_s']:>10.0f}   "
+                     f"ib_send_bw: {fmt(send['msgs_per_s'] if send else None, 0):>10}   "
+                     f"ratio {fmt(rt)}")
+        summary.setdefault("ping", []).append({"concurrency": pg["concurrency"], "ratio": rt})
+    lines.append("")
+    lines.append("nvme-rdma over nvmet-rdma (fio, 1 MiB O_DIRECT, queue depth 8) vs fastreg 1 MiB "
+                 "at concurrency 8")
+    for n in res["nvme"]:
+        f = find(res["fastreg"], op=n["op"], size=1 << 20, concurrency=8)
+        rt = ratio(f["mib_per_s"] if f else None, n["mib_per_s"])
+        lines.append(f"  {n['op']:<5}: nvme-rdma {n['mib_per_s']:>8.2f}  fastreg "
+                     f"{fmt(f['mib_per_s'] if f else None):>8}  ratio {fmt(rt)}")
+        summary.setdefault("nvme", []).append({"op": n["op"], "ratio": rt})
+    lines.append("")
+    qd = m.get("queue_depth")
+    lines.append(f"Send queue depth at queue_depth {qd}: fastreg {m.get('sq_depth')} WRs "
+                 f"(a max_payload transfer: {m.get('transfer_wrs')} WRs per side); o2iblnd "
+                 f"(1 + 257 + 2) x {qd} = {(1 + 257 + 2) * qd if qd else '-'} "
+                 f"(with max_payload's pages: {m.get('o2iblnd_sq_depth')})")
+    for op in ("write", "read"):
+        a = find(res["fastreg"], op=op, size=1 << 20, concurrency=8)
+        b = find(res["fastreg"], op=op, size=1 << 20, concurrency=64)
+        if a and b and a["mib_per_s"]:
+            d = (b["mib_per_s"] - a["mib_per_s"]) / a["mib_per_s"] * 100
+            lines.append(f"1 MiB {op}: concurrency 8 -> 64 changes throughput by {d:+.1f}%")
+            summary.setdefault("concurrency_8_to_64_pct", {})[op] = round(d, 1)
+    allocs = sum(f["alloc_mr_during_run"] for f in res["fastreg"])
+    lines.append(f"ib_alloc_mr calls during measured runs (after warm-up): {allocs}")
+    summary["alloc_mr_during_runs"] = allocs
+    if res["errors"]:
+        lines.append("")
+        lines.append("Errors:")
+        for e in res["errors"]:
+            lines.append(f"  {e['what']}: {e['error'].splitlines()[0] if e['error'] else ''}")
+    return "\n".join(lines) + "\n", summary
+
+
+def plots(res, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plots", file=sys.stderr)
+        return []
+    made = []
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, op, tool in ((axes[0], "write", "ib_write_bw"), (axes[1], "read", "ib_read_bw")):
+        for conc, style in ((1, ":"), (8, "-"), (64, "--")):
+            f = sorted((r for r in res["fastreg"] if r["op"] == op and r["concurrency"] == conc),
+                       key=lambda r: r["size"])
+            p = sorted((r for r in res["perftest"] if r["op"] == op and r["concurrency"] == conc),
+                       key=lambda r: r["size"])
+            if f:
+                ax.plot([r["size"] for r in f], [r["mib_per_s"] for r in f], "o" + style,
+                        color="tab:blue", label=f"fastreg brw {op}, {conc} in flight")
+            if p:
+                ax.plot([r["size"] for r in p], [r["mib_per_s"] for r in p], "s" + style,
+                        color="tab:orange", label=f"{tool} -t {conc}")
+        n = find(res["nvme"], op=op)
+        if n:
+            ax.plot([1 << 20], [n["mib_per_s"]], "D", color="tab:green",
+                    label="nvme-rdma, fio 1 MiB QD 8")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("transfer size (bytes)")
+        ax.set_ylabel("MiB/s")
+        ax.set_title(f"{op}: throughput vs size (rxe, same VM run)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(out, "throughput-vs-size.png")
+    fig.savefig(path, dpi=110)
+    made.append(path)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for op, tool, color in (("write", "ib_write_bw", "tab:blue"), ("read", "ib_read_bw", "tab:red")):
+        f = sorted((r for r in res["fastreg"] if r["op"] == op and r["size"] == 1 << 20),
+                   key=lambda r: r["concurrency"])
+        p = sorted((r for r in res["perftest"] if r["op"] == op and r["size"] == 1 << 20),
+                   key=lambda r: r["concurrency"])
+        if f:
+            ax.plot([r["concurrency"] for r in f], [r["mib_per_s"] for r in f], "o-",
+                    color=color, label=f"fastreg brw {op}")
+        if p:
+            ax.plot([r["concurrency"] for r in p], [r["mib_per_s"] for r in p], "s--",
+                    color=color, alpha=0.6, label=tool)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("transfers in flight")
+    ax.set_ylabel("MiB/s")
+    ax.set_title("1 MiB: throughput vs concurrency")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out, "throughput-vs-concurrency.png")
+    fig.savefig(path, dpi=110)
+    made.append(path)
+    plt.close(fig)
+    return made
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    raw, out = argv[1], argv[2]
+    os.makedirs(out, exist_ok=True)
+    res = load(raw)
+    if not res["meta"]:
+        print(f"bench: no results in {raw} (did the VM run?)", file=sys.stderr)
+        return 1
+    text, summary = table(res)
+    res["summary"] = summary
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    with open(os.path.join(out, "results.txt"), "w") as f:
+        f.write(text)
+    made = plots(res, out)
+    print(text)
+    print(f"results: {out}/results.json, {out}/results.txt" +
+          "".join(f", {p}" for p in made))
+    return 1 if res["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
