@@ -84,8 +84,9 @@ def sq_depth():
 
 
 def fastreg_brw(op, size, conc):
-    # Warm-up: the connection is up and the pool has grown to what this load needs.
-    lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--count", str(2 * conc))
+    # Warm-up: the connection is up and the pool has grown to what this load needs (a
+    # timed run, so that the peak demand of every worker and server side was seen).
+    lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--seconds", "1")
     before = counters()
     r = lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--seconds", str(SECONDS))
     after = counters()

@@ -5,7 +5,7 @@
 # (every figure, versions, the VM's shape), build/bench/results.txt (the table with the
 # ratios) and PNG plots, made by scripts/bench-report.py. Not part of `make test`.
 #
-#   make bench [PARAMS="max_payload=2097152"] [BENCH_SECONDS=4] [BENCH_QUICK=1]
+#   make bench [PARAMS="k=v ..."] [BENCH_SECONDS=4] [BENCH_QUICK=1]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -13,8 +13,8 @@ set -euo pipefail
 out=$FASTREG_TOP/build/bench
 mkdir -p "$out"
 raw=$out/raw.txt
-params=${PARAMS:-max_payload=2097152}
-log "bench: one VM, ${BENCH_SECONDS:-4} s per measurement, fastreg parameters: $params"
+params=${PARAMS:-}
+log "bench: one VM, ${BENCH_SECONDS:-4} s per measurement, fastreg parameters: ${params:-defaults}"
 # The guest sees the clone and the environment through virtme-ng.
 FASTREG_VM_NOBUILD=1 "$FASTREG_TOP/scripts/vm.sh" --params "$params" --timeout 1800 -- \
 	env BENCH_SECONDS="${BENCH_SECONDS:-4}" BENCH_QUICK="${BENCH_QUICK:-}" \
