@@ -313,8 +313,19 @@ enum Step {
     ChainDone(bool),
 }
 
+/// What the thread of one transfer sleeps on: woken alone when its transfer moves, so
+/// that many transfers in flight on a connection do not all wake at every completion.
+#[pin_data]
+struct Waiter {
+    #[pin]
+    cv: CondVar,
+}
+
 struct Xfer {
     cookie: u64,
+    waiter: Arc<Waiter>,
+    /// Its step or verdict changed since its thread was last woken.
+    moved: bool,
     /// When its request went out (the transfer timeout runs from there).
     sent: Option<Instant<Monotonic>>,
     step: Step,
@@ -917,8 +928,26 @@ impl Conn {
             }
         }
         st.state = s;
+        Self::wake_all(st);
         self.cv.notify_all();
         a
+    }
+
+    /// Wakes the threads whose transfer moved, and those waiting for room.
+    fn wake(&self, st: &mut ConnState) {
+        for x in st.xfers.iter_mut().filter(|x| x.moved) {
+            x.moved = false;
+            x.waiter.cv.notify_all();
+        }
+        self.cv.notify_all();
+    }
+
+    /// Wakes the thread of every transfer (the connection's state changed).
+    fn wake_all(st: &mut ConnState) {
+        for x in st.xfers.iter_mut() {
+            x.moved = false;
+            x.waiter.cv.notify_all();
+        }
     }
 
     /// `->` for a connection this side opened, `<-` for one it accepted (for logs).
@@ -992,6 +1021,7 @@ impl Conn {
         }
         let (s, _) = conn_state::next(st.state, Event::Drained);
         st.state = s;
+        Self::wake_all(&mut st);
         self.cv.notify_all();
     }
 
@@ -1278,7 +1308,10 @@ impl Conn {
                 .xfers
                 .iter_mut()
                 .find(|x| x.cookie == cookie && x.verdict.is_none())
-                .map(|x| x.verdict = Some(status))
+                .map(|x| {
+                    x.verdict = Some(status);
+                    x.moved = true;
+                })
                 .ok_or(EINVAL),
             Todo::PutAck(cookie, sink_cookie, regs) => {
                 Self::step(&mut st, cookie, Step::Acked(sink_cookie)).map(|()| {
@@ -1310,7 +1343,7 @@ impl Conn {
             }
         }
         self.pump(&mut st);
-        self.cv.notify_all();
+        self.wake(&mut st);
     }
 
     /// Moves the transfer `cookie` this side started to `step`; a cookie it does not know
@@ -1325,6 +1358,7 @@ impl Conn {
             return Err(EINVAL);
         }
         x.step = step;
+        x.moved = true;
         Ok(())
     }
 
@@ -1408,10 +1442,8 @@ impl Conn {
                 st,
                 false,
                 |chain| {
-                    region.register(&res, Access::LOCAL_READ, chain, &mut local, None)?;
-                    region::writes(chain, &local, region.lens(), regs.as_slice())?;
-                    chain.fence();
-                    region::invalidate(&res, &mut local, None, chain, &mut inv)?;
+                    let (remote, none) = (regs.as_slice(), KVec::new());
+                    region::source_chain(&res, &region, remote, none, chain, &mut local, &mut inv)?;
                     Ok(None)
                 },
                 |_| Body::Done {
@@ -1577,6 +1609,7 @@ impl Conn {
                 settle(inv);
                 if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
                     x.step = Step::ChainDone(ok);
+                    x.moved = true;
                 }
             }
         }
@@ -1630,9 +1663,17 @@ impl Conn {
     fn new_xfer(st: &mut ConnState) -> Result<u64> {
         let cookie = st.next_cookie;
         st.next_cookie += 1;
+        let waiter = Arc::pin_init(
+            pin_init!(Waiter {
+                cv <- new_condvar!("fastreg::Conn::xfer"),
+            }),
+            GFP_KERNEL,
+        )?;
         st.xfers.push(
             Xfer {
                 cookie,
+                waiter,
+                moved: false,
                 sent: None,
                 step: Step::Waiting,
                 verdict: None,
@@ -1706,6 +1747,12 @@ impl Conn {
         left: &mut Jiffies,
         done: impl Fn(&Xfer) -> bool,
     ) -> Result<(Step, Option<i32>)> {
+        let waiter = st
+            .xfers
+            .iter()
+            .find(|x| x.cookie == cookie)
+            .map(|x| x.waiter.clone())
+            .ok_or(EINVAL)?;
         loop {
             let x = st.xfers.iter().find(|x| x.cookie == cookie).ok_or(EINVAL)?;
             if done(x) {
@@ -1718,7 +1765,7 @@ impl Conn {
                 pr_err!("{} -> {}: transfer timed out\n", self.iface.addr, self.peer);
                 return Err(ETIMEDOUT);
             }
-            if !wait::step(&self.cv, st, left) {
+            if !wait::step(&waiter.cv, st, left) {
                 return Err(ERESTARTSYS);
             }
         }
@@ -1831,10 +1878,8 @@ impl Conn {
             st,
             false,
             |chain| {
-                region.register_taken(res, Access::LOCAL_READ, chain, &mut local, taken)?;
-                region::writes(chain, &local, region.lens(), regs.as_slice())?;
-                chain.fence();
-                region::invalidate(res, &mut local, None, chain, &mut inv)?;
+                let remote = regs.as_slice();
+                region::source_chain(res, region, remote, taken, chain, &mut local, &mut inv)?;
                 Ok(None)
             },
             |_| Body::Done {
@@ -1905,10 +1950,8 @@ impl Conn {
             &mut st,
             true,
             |chain| {
-                region.register(&res, Access::LOCAL_READ, chain, &mut local, None)?;
-                region::writes(chain, &local, region.lens(), old.as_slice())?;
-                chain.fence();
-                region::invalidate(&res, &mut local, None, chain, &mut inv)?;
+                let (remote, none) = (old.as_slice(), KVec::new());
+                region::source_chain(&res, &region, remote, none, chain, &mut local, &mut inv)?;
                 Ok(None)
             },
             |_| Body::Noop,
@@ -2213,7 +2256,7 @@ impl Handler for TxSlot {
         // Room for every slot was reserved at setup.
         let _ = st.tx_free.push((this, chain), GFP_NOWAIT);
         conn.pump(&mut st);
-        conn.cv.notify_all();
+        conn.wake(&mut st);
     }
 }
 

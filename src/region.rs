@@ -237,6 +237,29 @@ pub(crate) fn writes(
     Ok(())
 }
 
+/// Appends the source's side of a transfer to `chain`: the REG_MRs of `region` (with the
+/// MRs `taken` from the pool, or new ones if none), the RDMA WRITEs into the peer's `remote`
+/// registrations, a fence, and the LOCAL_INVs of the local MRs. The registered MRs go to
+/// `local` until they are invalidating, then to `inv`.
+pub(crate) fn source_chain(
+    res: &DevRes,
+    region: &Region,
+    remote: &[Reg],
+    taken: KVec<FrMr<Free>>,
+    chain: &mut SendChain,
+    local: &mut KVec<FrMr<Registered>>,
+    inv: &mut KVec<FrMr<Invalidating>>,
+) -> Result {
+    if taken.is_empty() {
+        region.register(res, Access::LOCAL_READ, chain, local, None)?;
+    } else {
+        region.register_taken(res, Access::LOCAL_READ, chain, local, taken)?;
+    }
+    writes(chain, local, region.lens(), remote)?;
+    chain.fence();
+    invalidate(res, local, None, chain, inv)
+}
+
 /// Invalidates every MR of `regs` except the one whose rkey the peer invalidated; the
 /// LOCAL_INVs go to `chain`, the MRs (all `Invalidating` or done) to `inv`/`done`.
 pub(crate) fn invalidate(
