@@ -707,6 +707,11 @@ impl Iface {
             .cloned())
     }
 
+    /// Whether the interface was shut down.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.st.lock().closed
+    }
+
     /// Its device's resources.
     pub(crate) fn res(&self) -> &Arc<DevRes> {
         &self.res

@@ -79,7 +79,9 @@ struct Run {
 impl Run {
     /// Claims the next transfer; `false` when the run is over.
     fn claim(&self) -> bool {
-        if self.stop.load(Relaxed) != 0 {
+        // Stopped, or the interface went away (removed, its device removed, or the module
+        // unloading): nothing more can succeed.
+        if self.stop.load(Relaxed) != 0 || self.iface.is_closed() {
             return false;
         }
         match self.t.span {

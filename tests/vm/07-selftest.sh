@@ -34,7 +34,7 @@ clean_run() {
 	expect "r['status'] == 'ok' and r['errors'] == 0 and r['corrupt'] == 0 and r['ops'] == $1"
 }
 
-ktap_begin 130
+ktap_begin 132
 
 check "load with max_payload=2M" load max_payload=$MAX timeout=10
 check "ping the node itself (default peer)" lst ping --count 20
@@ -118,6 +118,18 @@ check "a bad size is one line and exit 2" \
 check "a size over the negotiated payload fails cleanly" \
 	bash -c "! '$LST' --json brw read --size 3M --count 1 >$OUT"
 check "  as refused" expect "r['errors_by_kind']['refused'] == 1"
+
+# Removing the interface a long test runs from ends the test at once.
+start=$(date +%s)
+"$LST" --json brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 64k --concurrency 8 \
+	--seconds 120 >$OUT 2>&1 &
+lst_pid=$!
+sleep 3
+ctl iface del $VETH_ADDR0
+wait $lst_pid
+elapsed=$(($(date +%s) - start))
+check "removing its interface ends a 120 s test (after ${elapsed} s)" test $elapsed -le 30
+check "  which reports what it did" expect "r['ops'] > 0"
 
 check "unload" unload
 check "the CLI says fastreg is not loaded" \
