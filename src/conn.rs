@@ -1812,24 +1812,28 @@ impl Conn {
         })
     }
 
-    /// One PUT try; returns the sink's registrations (for the stale rkey test).
-    fn put_once(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result<Regs> {
+    /// One try of a transfer of `region`: takes its MRs first, without the lock (serving
+    /// never waits for MRs, so a transfer that holds the peer's MRs must not wait for its
+    /// own), then runs `steps` under the lock with a new transfer's cookie, the time left
+    /// and those MRs; forgets the transfer and gives back the MRs `steps` did not use.
+    fn one_try<T>(
+        &self,
+        region: &Region,
+        ms: u32,
+        steps: impl FnOnce(
+            &mut MutexGuard<'_, ConnState>,
+            &Arc<DevRes>,
+            u64,
+            &mut Jiffies,
+            &mut KVec<FrMr<Free>>,
+        ) -> Result<T>,
+    ) -> Result<T> {
         let res = self.iface.res.clone();
-        // MRs first, without the lock: serving never waits for MRs, so a transfer that
-        // holds the peer's MRs must not wait for its own.
         let mut free = region.take(&res, res.pool.reserve(), Some(ms))?;
         let mut left = msecs_to_jiffies(ms);
         let mut st = self.st.lock();
         let r = Self::new_xfer(&mut st).and_then(|cookie| {
-            let r = self.put_steps(
-                &mut st,
-                &res,
-                region,
-                cookie,
-                (seed, check),
-                &mut left,
-                &mut free,
-            );
+            let r = steps(&mut st, &res, cookie, &mut left, &mut free);
             st.xfers.retain(|x| x.cookie != cookie);
             r
         });
@@ -1838,6 +1842,13 @@ impl Conn {
             res.pool.put_free(mr);
         }
         r
+    }
+
+    /// One PUT try; returns the sink's registrations (for the stale rkey test).
+    fn put_once(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result<Regs> {
+        self.one_try(region, ms, |st, res, cookie, left, free| {
+            self.put_steps(st, res, region, cookie, (seed, check), left, free)
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -2038,34 +2049,25 @@ impl Conn {
         Ok(())
     }
 
+    /// One GET try.
     fn get_once(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result {
-        let res = self.iface.res.clone();
-        let mut free = region.take(&res, res.pool.reserve(), Some(ms))?;
-        let mut left = msecs_to_jiffies(ms);
-        let mut st = self.st.lock();
-        let r = Self::new_xfer(&mut st).and_then(|cookie| {
+        self.one_try(region, ms, |st, res, cookie, left, free| {
             let mut local = KVec::new();
             let r = self.get_steps(
-                &mut st,
-                &res,
+                st,
+                res,
                 region,
                 cookie,
                 (seed, check),
-                &mut left,
+                left,
                 &mut local,
-                &mut free,
+                free,
             );
             let inv = r.as_ref().ok().copied().flatten();
             // Whatever happened, the registrations die before the transfer is reported.
-            let k = self.kill_mine(&mut st, &res, cookie, &mut local, inv, &mut left);
-            st.xfers.retain(|x| x.cookie != cookie);
+            let k = self.kill_mine(st, res, cookie, &mut local, inv, left);
             r.and(k)
-        });
-        drop(st);
-        for mr in free.drain_all() {
-            res.pool.put_free(mr);
-        }
-        r
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
