@@ -67,6 +67,21 @@ fn read_line<'a>(reader: &mut UserSliceReader, buf: &'a mut [u8]) -> Result<&'a 
     core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)
 }
 
+/// Reads a command written to control file `name` and parses it with `parse`; a command
+/// refused is logged with the reason (`NAME: WHY: LINE`) and fails with `EINVAL`.
+fn read_command<'a, T>(
+    name: &str,
+    reader: &mut UserSliceReader,
+    buf: &'a mut [u8],
+    parse: impl FnOnce(&'a str) -> Result<T, command::ParseError>,
+) -> Result<T> {
+    let line = read_line(reader, buf)?;
+    parse(line).map_err(|why| {
+        pr_err!("{}: {}: {}\n", name, why, line.trim());
+        EINVAL
+    })
+}
+
 /// State behind the `loopback` file.
 #[pin_data]
 pub(crate) struct Control {
@@ -80,11 +95,7 @@ pub(crate) struct Control {
 impl Control {
     fn run(&self, reader: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 128];
-        let line = read_line(reader, &mut buf)?;
-        let cmd = command::Loopback::parse(line).map_err(|why| {
-            pr_err!("loopback: {}: {}\n", why, line.trim());
-            EINVAL
-        })?;
+        let cmd = read_command("loopback", reader, &mut buf, command::Loopback::parse)?;
         let mut last = self.last.lock();
         let r = loopback::run(&self.devices, &self.params, &cmd);
         let [a, b, c, d] = cmd.ip;
@@ -130,11 +141,7 @@ pub(crate) struct CtlFile {
 impl CtlFile {
     fn run(&self, reader: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 160];
-        let line = read_line(reader, &mut buf)?;
-        let cmd = command::Ctl::parse(line).map_err(|why| {
-            pr_err!("ctl: {}: {}\n", why, line.trim());
-            EINVAL
-        })?;
+        let cmd = read_command("ctl", reader, &mut buf, command::Ctl::parse)?;
         let mut last = self.last.lock();
         let (r, text) = self.exec(&cmd);
         *last = Some(text?);
@@ -324,11 +331,7 @@ pub(crate) struct LstFile {
 impl LstFile {
     fn run(&self, reader: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 256];
-        let line = read_line(reader, &mut buf)?;
-        let t = command::Lst::parse(line).map_err(|why| {
-            pr_err!("lst: {}: {}\n", why, line.trim());
-            EINVAL
-        })?;
+        let t = read_command("lst", reader, &mut buf, command::Lst::parse)?;
         let mut last = self.last.lock();
         self.ifaces.reap();
         let r = lst::run(&self.ifaces, &t, self.params.timeout.saturating_mul(1000));
