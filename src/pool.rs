@@ -8,7 +8,8 @@
 //! hands out MRs in the `Free` state and only takes back `Invalidated` ones
 //! ([`crate::mr_state`]); an MR whose registration or invalidation failed is destroyed,
 //! never reused. A transfer takes all the MRs it needs at once, so transfers waiting for
-//! MRs cannot deadlock each other; it waits (bounded) when the pool is exhausted.
+//! MRs cannot deadlock each other; it waits (bounded) when the pool is exhausted, and
+//! waiting transfers are served first come, first served.
 
 use kernel::{
     new_condvar, new_mutex,
@@ -100,6 +101,37 @@ struct Inner {
     free: KVec<(FrMr<Free>, Instant<Monotonic>)>,
     /// MRs allocated (free, in use, or being allocated).
     live: u32,
+    /// Tickets of the takers waiting for MRs, oldest first: MRs go to the oldest one
+    /// (first come, first served), so a taker that gives MRs back and asks again cannot
+    /// starve one that has been waiting.
+    waiting: KVec<u64>,
+    /// The next ticket.
+    next_ticket: u64,
+}
+
+impl Inner {
+    /// Whether the taker holding `ticket` (`None`: not queued yet) may take MRs now.
+    fn turn(&self, ticket: Option<u64>) -> bool {
+        match ticket {
+            None => self.waiting.is_empty(),
+            Some(t) => self.waiting.first() == Some(&t),
+        }
+    }
+
+    /// Queues a new taker; returns its ticket.
+    fn enqueue(&mut self) -> Result<u64> {
+        let t = self.next_ticket;
+        self.waiting.push(t, GFP_KERNEL)?;
+        self.next_ticket += 1;
+        Ok(t)
+    }
+
+    /// Takes `ticket` (if any) out of the queue.
+    fn dequeue(&mut self, ticket: Option<u64>) {
+        if let Some(t) = ticket {
+            self.waiting.retain(|w| *w != t);
+        }
+    }
 }
 
 /// A device's fast-registration pool.
@@ -125,7 +157,15 @@ impl Pool {
             pin_init!(Self {
                 pd,
                 cfg,
-                inner <- new_mutex!(Inner { free: KVec::new(), live: 0 }, "fastreg::Pool::inner"),
+                inner <- new_mutex!(
+                    Inner {
+                        free: KVec::new(),
+                        live: 0,
+                        waiting: KVec::new(),
+                        next_ticket: 0,
+                    },
+                    "fastreg::Pool::inner"
+                ),
                 freed <- new_condvar!("fastreg::Pool::freed"),
                 counters: Counters::new(),
             }),
@@ -221,39 +261,53 @@ impl Pool {
         }
         out.reserve(n as usize, GFP_KERNEL)?;
         let mut left = msecs_to_jiffies(wait_ms.unwrap_or(0));
+        // Takers that wait are served in arrival order; one that does not wait (serving)
+        // only takes what the waiting takers leave (their `reserve`).
+        let mut ticket = None;
         let mut waited = false;
         let mut inner = self.inner.lock();
         loop {
             self.shrink(&mut inner);
             let free = inner.free.len() as u32;
             let room = free + self.cfg.max.saturating_sub(inner.live);
-            if room < n + reserve {
+            let turn = wait_ms.is_none() || inner.turn(ticket);
+            if !turn || room < n + reserve {
                 // Wait below.
-            } else if free >= n {
-                let at = inner.free.len() - n as usize;
-                // Newest first: the oldest stay idle and can be released.
-                while inner.free.len() > at {
-                    if let Some((mr, _)) = inner.free.pop() {
+            } else {
+                inner.dequeue(ticket);
+                let next = !inner.waiting.is_empty();
+                let r = if free >= n {
+                    let at = inner.free.len() - n as usize;
+                    // Newest first: the oldest stay idle and can be released.
+                    while inner.free.len() > at {
+                        if let Some((mr, _)) = inner.free.pop() {
+                            out.push(mr, GFP_KERNEL)?;
+                        }
+                    }
+                    drop(inner);
+                    Ok(())
+                } else {
+                    let missing = n - free;
+                    // Take what is free, allocate the rest without holding the lock.
+                    while let Some((mr, _)) = inner.free.pop() {
                         out.push(mr, GFP_KERNEL)?;
                     }
+                    drop(inner);
+                    self.allocate(missing, out).inspect_err(|_| {
+                        // Give back what was taken.
+                        let mut inner = self.inner.lock();
+                        let now = Instant::now();
+                        for mr in out.drain_all() {
+                            // Capacity was reserved for every live MR.
+                            let _ = inner.free.push((mr, now), GFP_KERNEL);
+                        }
+                    })
+                };
+                if next {
+                    // The next taker in line may be served by what is left.
+                    self.freed.notify_all();
                 }
-                return Ok(());
-            } else {
-                let missing = n - free;
-                // Take what is free, allocate the rest without holding the lock.
-                while let Some((mr, _)) = inner.free.pop() {
-                    out.push(mr, GFP_KERNEL)?;
-                }
-                drop(inner);
-                return self.allocate(missing, out).inspect_err(|_| {
-                    // Give back what was taken.
-                    let mut inner = self.inner.lock();
-                    let now = Instant::now();
-                    for mr in out.drain_all() {
-                        // Capacity was reserved for every live MR.
-                        let _ = inner.free.push((mr, now), GFP_KERNEL);
-                    }
-                });
+                return r;
             }
             if !waited {
                 waited = true;
@@ -262,12 +316,23 @@ impl Pool {
             if wait_ms.is_none() {
                 return Err(EAGAIN);
             }
-            if left == 0 {
-                inc(&self.counters.timeouts, 1);
-                return Err(ETIMEDOUT);
+            if ticket.is_none() {
+                ticket = Some(inner.enqueue()?);
             }
-            if !wait::step(&self.freed, &mut inner, &mut left) {
-                return Err(ERESTARTSYS);
+            let gone = if left == 0 {
+                inc(&self.counters.timeouts, 1);
+                Some(ETIMEDOUT)
+            } else if !wait::step(&self.freed, &mut inner, &mut left) {
+                Some(ERESTARTSYS)
+            } else {
+                None
+            };
+            if let Some(e) = gone {
+                // Leaving the line may make the next taker the first.
+                inner.dequeue(ticket);
+                drop(inner);
+                self.freed.notify_all();
+                return Err(e);
             }
         }
     }
