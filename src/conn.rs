@@ -374,6 +374,10 @@ pub(crate) struct Conn {
     iface: Arc<Iface>,
     peer: SockAddr,
     active: bool,
+    /// The peer's interface (its address and listening port), when known: `peer` for a
+    /// connection this side opened, the request's source address and port field for one
+    /// it accepted.
+    peer_iface: Option<SockAddr>,
     #[pin]
     st: Mutex<ConnState>,
     #[pin]
@@ -551,6 +555,7 @@ impl Iface {
             page_size: PAGE_SIZE as u32,
             features: wire::FEATURE_REMOTE_INV,
             stamp: self.stamp,
+            port: self.addr.port,
         }
     }
 
@@ -650,7 +655,7 @@ impl Iface {
     fn connect_new(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
         let mut asked = self.local().params(0, 0);
         for attempt in 0..MAX_ATTEMPTS {
-            let conn = Conn::new(self.clone(), peer, true, asked)?;
+            let conn = Conn::new(self.clone(), peer, true, Some(peer), asked)?;
             conn.st.lock().stats.attempts = attempt + 1;
             self.st.lock().conns.push(conn.clone(), GFP_KERNEL)?;
             let r = conn.start_active();
@@ -705,6 +710,43 @@ impl Iface {
             .iter()
             .find(|c| c.peer == peer && c.active && c.state() == State::Established)
             .cloned())
+    }
+
+    /// `conn` has just learned that its peer interface is incarnation `stamp`: fails the
+    /// other connections to or from that interface that know it by another incarnation.
+    /// The peer restarted; they will never hear from it again, and transfers on them
+    /// would only time out. Their teardown happens in [`Iface::reap`].
+    fn close_stale(&self, conn: &Arc<Conn>, stamp: u64) {
+        let Some(peer) = conn.peer_iface else {
+            return;
+        };
+        let stale: KVec<(Arc<Conn>, u64)> = {
+            let st = self.st.lock();
+            let mut v = KVec::new();
+            for c in st.conns.iter() {
+                if Arc::ptr_eq(c, conn) || c.peer_iface != Some(peer) {
+                    continue;
+                }
+                let known = c.st.lock().peer_stamp;
+                if negotiate::stale(known, stamp) {
+                    // Under memory pressure the keepalive finds the others.
+                    let _ = v.push((c.clone(), known), GFP_KERNEL);
+                }
+            }
+            v
+        };
+        for (c, known) in stale.iter() {
+            pr_info!(
+                "{} {} {}: peer {} restarted (incarnation {:#x}, was {:#x})\n",
+                self.addr,
+                c.dir(),
+                c.peer,
+                peer,
+                stamp,
+                known
+            );
+            c.fail("stale incarnation: the peer restarted");
+        }
     }
 
     /// Whether the interface was shut down.
@@ -768,6 +810,7 @@ impl Conn {
         iface: Arc<Iface>,
         peer: SockAddr,
         active: bool,
+        peer_iface: Option<SockAddr>,
         asked: ConnParams,
     ) -> Result<Arc<Self>> {
         Arc::pin_init(
@@ -775,6 +818,7 @@ impl Conn {
                 iface,
                 peer,
                 active,
+                peer_iface,
                 st <- new_mutex!(ConnState {
                     state: State::Idle,
                     ep: None,
@@ -2231,7 +2275,7 @@ impl Conn {
         writeln!(
             f,
             "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} wrs={} served={} \
-             corrupt={} remote_inv={} busy={} retries={} attempts={} reason={}",
+             corrupt={} remote_inv={} busy={} retries={} attempts={} peer_stamp={:#x} reason={}",
             st.credits,
             st.outstanding,
             st.stats.tx,
@@ -2245,6 +2289,7 @@ impl Conn {
             st.stats.busy,
             st.stats.retries,
             st.stats.attempts,
+            st.peer_stamp,
             st.reason.unwrap_or("-")
         )
     }
@@ -2336,6 +2381,13 @@ impl CmHandler for Ctx {
                     st.credits = u32::from(granted.queue_depth) + EXTRA;
                 }
                 conn.on(&mut st, Event::Established, "");
+                if conn.active {
+                    // Lock order: the interface's state before a connection's.
+                    let stamp = st.peer_stamp;
+                    drop(st);
+                    conn.iface.close_stale(conn, stamp);
+                    st = conn.st.lock();
+                }
                 pr_info!(
                     "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} sq_depth={}\n",
                     conn.iface.addr,
@@ -2419,10 +2471,16 @@ impl CmHandler for Ctx {
             ip: [0; 4],
             port: 0,
         });
-        let answer = match ConnParams::decode(req.private()) {
-            Ok(asked) => negotiate::answer(&asked, &me),
+        let asked = ConnParams::decode(req.private());
+        let answer = match &asked {
+            Ok(asked) => negotiate::answer(asked, &me),
             Err(_) => Answer::Reject(Reason::Malformed, me.params(0, Reason::Malformed as u8)),
         };
+        // The interface that connects: the request's source address and listening port.
+        let peer_iface = asked.ok().filter(|a| a.port != 0).map(|a| SockAddr {
+            ip: peer.ip,
+            port: a.port,
+        });
         match answer {
             Answer::Reject(why, limits) => {
                 iface.rejects_sent.count(why);
@@ -2434,7 +2492,7 @@ impl CmHandler for Ctx {
                 if iface.st.lock().closed {
                     return Err(ENODEV);
                 }
-                let conn = Conn::new(iface.clone(), peer, false, granted)?;
+                let conn = Conn::new(iface.clone(), peer, false, peer_iface, granted)?;
                 {
                     let mut st = conn.st.lock();
                     st.params = Some(granted);
@@ -2457,7 +2515,8 @@ impl CmHandler for Ctx {
                 match accepted {
                     Ok(ep) => {
                         conn.st.lock().ep = Some(ep);
-                        iface.st.lock().conns.push(conn, GFP_KERNEL)?;
+                        iface.st.lock().conns.push(conn.clone(), GFP_KERNEL)?;
+                        iface.close_stale(&conn, granted.dst_stamp);
                         Ok(())
                     }
                     Err(e) => {

@@ -90,6 +90,8 @@ pub(crate) struct Local {
     pub(crate) features: u32,
     /// Incarnation.
     pub(crate) stamp: u64,
+    /// Listening port.
+    pub(crate) port: u16,
 }
 
 impl Local {
@@ -104,6 +106,7 @@ impl Local {
             page_size: self.page_size,
             features: self.features & FEATURES,
             reason,
+            port: self.port,
             stamp: self.stamp,
             dst_stamp,
         }
@@ -149,6 +152,7 @@ pub(crate) fn answer(req: &ConnParams, me: &Local) -> Answer {
         page_size: me.page_size,
         features: req.features & me.features & FEATURES,
         reason: 0,
+        port: me.port,
         stamp: me.stamp,
         dst_stamp: req.stamp,
     })
@@ -215,4 +219,12 @@ pub(crate) fn check_accept(asked: &ConnParams, granted: &ConnParams) -> bool {
 #[allow(dead_code)]
 pub(crate) fn wins_race(local: (u32, u16), remote: (u32, u16)) -> bool {
     local > remote
+}
+
+/// Whether a connection to a peer interface whose incarnation was `known` is stale now
+/// that the same interface shows up as `seen` (in a connection request or an accept): a
+/// peer that restarted comes back with a new stamp, and whatever was connected to its
+/// old incarnation will never hear from it again. 0 is "not known yet".
+pub(crate) fn stale(known: u64, seen: u64) -> bool {
+    known != 0 && seen != 0 && known != seen
 }

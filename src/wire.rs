@@ -657,6 +657,10 @@ pub(crate) struct ConnParams {
     pub(crate) features: u32,
     /// Reject reason (0 in requests and accepts).
     pub(crate) reason: u8,
+    /// The port the sender's interface listens on (0: unknown). With the source address
+    /// of the connection, it names the interface that connects, so the receiver can tell
+    /// a restarted peer (same interface, new `stamp`) and close its stale connections.
+    pub(crate) port: u16,
     /// The sender's incarnation.
     pub(crate) stamp: u64,
     /// The incarnation of the receiver the sender believes it talks to (0 if unknown).
@@ -680,6 +684,7 @@ impl ConnParams {
         put(&mut b, 16, &self.max_msg.to_le_bytes());
         put(&mut b, 20, &self.page_size.to_le_bytes());
         put(&mut b, 24, &self.features.to_le_bytes());
+        put(&mut b, 28, &self.port.to_le_bytes());
         put(&mut b, 32, &self.stamp.to_le_bytes());
         put(&mut b, 40, &self.dst_stamp.to_le_bytes());
         b
@@ -696,7 +701,7 @@ impl ConnParams {
         if usize::from(b[4]) != CONN_LEN {
             return Err(WireError::Length);
         }
-        if get_u32(b, 28) != 0 {
+        if get_u16(b, 30) != 0 {
             return Err(WireError::Reserved);
         }
         let p = ConnParams {
@@ -708,6 +713,7 @@ impl ConnParams {
             max_msg: get_u32(b, 16),
             page_size: get_u32(b, 20),
             features: get_u32(b, 24),
+            port: get_u16(b, 28),
             stamp: get_u64(b, 32),
             dst_stamp: get_u64(b, 40),
         };

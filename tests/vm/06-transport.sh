@@ -109,6 +109,42 @@ dead_peers_reaped() {
 	return 1
 }
 
+# A peer that restarts: interface A goes without a word reaching B (both directions
+# blackholed by netem, which leaves the links up), and comes back with a new incarnation.
+# When it connects, B closes what it had with the old A (both directions) at once, instead
+# of leaving transfers to time out on it; B's next ping gets a new connection.
+peer_restart_replaces() {
+	ctl ping $VETH_ADDR0 $VETH_ADDR1 2 && ctl ping $VETH_ADDR1 $VETH_ADDR0 2 || return 1
+	local old rc i
+	old=$(sed -n "s/^iface $RXE_DEV0 $VETH_ADDR0:[0-9]* .* stamp=\(0x[0-9a-f]*\) .*/\1/p" "$CONNS")
+	[ -n "$old" ] || { cat "$CONNS"; return 1; }
+	tc qdisc add dev veth_v0 root netem loss 100% && tc qdisc add dev veth_v1 root netem loss 100% ||
+		return 1
+	ctl iface del $VETH_ADDR0
+	rc=$?
+	tc qdisc del dev veth_v0 root && tc qdisc del dev veth_v1 root && [ $rc = 0 ] || return 1
+	conn_line $VETH_ADDR1 "->" $VETH_ADDR0 | grep -q "state=established .* peer_stamp=$old " || {
+		echo "B does not hold a connection to the old A"
+		cat "$CONNS"
+		return 1
+	}
+	dmesg_mark
+	ctl iface add $RXE_DEV0 $VETH_ADDR0 queue_depth=16 max_payload=4M max_regs=16 &&
+		ctl ping $VETH_ADDR0 $VETH_ADDR1 2 || return 1
+	dmesg_has "$VETH_ADDR1:[0-9]+ -> $VETH_ADDR0:7471: peer $VETH_ADDR0:7471 restarted \(incarnation 0x[0-9a-f]+, was $old\)" &&
+		dmesg_has "$VETH_ADDR1:[0-9]+ <- $VETH_ADDR0:[0-9]+: closing: stale incarnation: the peer restarted" ||
+		return 1
+	# Within the timeout (5 s): the stale connection would make this time out.
+	ctl ping $VETH_ADDR1 $VETH_ADDR0 2 || return 1
+	for i in $(seq 10); do
+		grep -q "peer_stamp=$old " "$CONNS" || return 0
+		sleep 0.5
+	done
+	echo "connections to the old A remain"
+	cat "$CONNS"
+	return 1
+}
+
 # bulk OP OFFSET LENGTH: one checked transfer A -> B (put) or B -> A into A (get).
 bulk() {
 	ctl "$1" $VETH_ADDR0 $VETH_ADDR1 "$2" "$3"
@@ -132,7 +168,7 @@ bulk_counters() {
 sizes=(1 4095 4096 4097 65536 1048575 1048576)
 offsets=(0 1 4095)
 
-ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 14))
+ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 15))
 check "two rxe devices on a veth pair" veth_up
 check "insmod timeout=5" load timeout=5
 default_ifaces() {
@@ -178,6 +214,7 @@ check "oversized registration count: refused" fault_refused regs "size or regist
 check "wrong length: refused" fault_refused length "length field does not match"
 check "after a PUT, an RDMA WRITE with the sink's old rkey fails (the key died)" stale_rkey_refused
 check "traffic resumes on a new connection after the faults" bulk put 1 65536
+check "a restarted peer: its old connections are closed when it connects again" peer_restart_replaces
 
 # rmmod while transfers run: no oops, nothing left (checked below).
 rmmod_during_traffic() {

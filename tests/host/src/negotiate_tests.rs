@@ -15,6 +15,7 @@ fn local(qd: u16, regs: u16, payload: u32, stamp: u64) -> Local {
         page_size: 4096,
         features: FEATURE_REMOTE_INV | FEATURE_CHECKSUM,
         stamp,
+        port: 18515,
     }
 }
 
@@ -139,6 +140,49 @@ fn version_mismatch_and_unknown_reasons_fail() {
         ),
         Retry::Fail
     );
+}
+
+#[test]
+fn requests_and_accepts_name_the_senders_listening_port() {
+    let a = Local {
+        port: 7471,
+        ..local(8, 16, 1 << 20, 1)
+    };
+    let b = Local {
+        port: 7472,
+        ..local(8, 16, 1 << 20, 2)
+    };
+    let req = a.params(0, 0);
+    assert_eq!(req.port, 7471);
+    match answer(&req, &b) {
+        Answer::Accept(g) => assert_eq!((g.port, g.stamp, g.dst_stamp), (7472, 2, 1)),
+        other => panic!("{other:?}"),
+    }
+    match answer(
+        &Local {
+            queue_depth: 4,
+            ..b
+        }
+        .params(0, 0),
+        &Local {
+            queue_depth: 2,
+            ..a
+        },
+    ) {
+        Answer::Reject(Reason::QueueDepth, limits) => assert_eq!(limits.port, 7471),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_new_incarnation_makes_the_old_one_stale() {
+    // Known as 5, seen again as 6: the peer restarted.
+    assert!(stale(5, 6));
+    // Same incarnation (a second connection, or a race between the two sides): not stale.
+    assert!(!stale(5, 5));
+    // Not known yet (connecting), or not said: nothing to compare.
+    assert!(!stale(0, 6));
+    assert!(!stale(5, 0));
 }
 
 #[test]

@@ -196,6 +196,7 @@ fn conn_params_golden_and_round_trip() {
         page_size: 65536,
         features: FEATURE_REMOTE_INV,
         reason: 0,
+        port: 18515,
         stamp: LOCAL,
         dst_stamp: 0,
     };
@@ -205,7 +206,7 @@ fn conn_params_golden_and_round_trip() {
     assert_eq!(
         hex(&b),
         format!(
-            "46524743300001000800100000001000001000000000010001000000000000004444333322221111{}",
+            "46524743300001000800100000001000001000000000010001000000534800004444333322221111{}",
             "0000000000000000"
         )
     );
@@ -221,7 +222,8 @@ fn conn_params_golden_and_round_trip() {
         (10, 0),
         (16, 0),
         (20, 3),
-        (28, 1),
+        (30, 1),
+        (31, 1),
     ] {
         let mut bad = b;
         bad[at] = v;
