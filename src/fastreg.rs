@@ -5,6 +5,7 @@
 //! The crate root: module parameters, and the module struct whose field order is the
 //! teardown order. See `Documentation/index.rst` for the design.
 
+mod api;
 mod budget;
 mod command;
 mod conn;

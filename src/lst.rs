@@ -4,12 +4,13 @@
 //! tests (the transport serves PUT, GET and pings as it is), and a client runs them against
 //! one or more peers through the `lst` debugfs file, which the `fastreg-lst` tool drives.
 //!
-//! A run starts `concurrency` workers per peer on the long-running unbound system workqueue. Each worker
-//! owns one buffer (`size` bytes at `offset` into its first page, mapped once) and loops:
-//! it claims a transfer (of the run's count, or until its time is up), connects if needed,
-//! and moves the buffer with a fresh seed, so every transfer's pattern differs from the
-//! last. Workers count into their own [`Stats`], merged per peer at the end; the writer of
-//! the command waits for every worker before it returns, so no worker outlives the module.
+//! A run has `concurrency` slots per peer, each with one operation in flight at a time and
+//! its own buffer (`size` bytes at `offset` into its first page, mapped once). A slot
+//! claims a transfer (of the run's count, or until its time is up) and submits it through
+//! the transport's callback API ([`api::submit`]) with a fresh seed, so every transfer's
+//! pattern differs from the last; the completion callback counts the outcome per peer and
+//! starts the slot's next transfer. The writer of the command waits until every slot has
+//! ended, so no callback outlives the module.
 
 use kernel::{
     new_condvar, new_mutex,
@@ -31,6 +32,11 @@ use kernel::{
 };
 
 use crate::{
+    api::{
+        self,
+        Outcome,
+        Request, //
+    },
     command::{
         Lst,
         LstOp,
@@ -48,13 +54,13 @@ use crate::{
     verbs::SockAddr,
 };
 
-/// What the workers share.
+/// What the slots share.
 struct Shared {
     /// Every worker's counts, merged per peer.
     per_peer: KVec<Stats>,
     /// The first error each peer gave (a negative errno), for the report.
     first_error: KVec<i32>,
-    /// Workers that have finished.
+    /// Slots that have finished.
     finished: u32,
 }
 
@@ -68,7 +74,7 @@ struct Run {
     start: Instant<Monotonic>,
     /// Count mode: transfers not yet claimed.
     left: Atomic<u64>,
-    /// Set to stop the workers early (the writer was interrupted).
+    /// Set to stop the slots early (the writer was interrupted).
     stop: Atomic<u32>,
     #[pin]
     shared: Mutex<Shared>,
@@ -99,83 +105,76 @@ impl Run {
         }
     }
 
-    /// One transfer to `peer` with `region`.
-    fn one(&self, peer: SockAddr, region: Option<&Region>) -> Result {
-        let conn = self.iface.connect(peer)?;
-        let t = &self.t;
-        match (t.op, region) {
-            (LstOp::Ping, _) => conn.ping_once(self.timeout_ms).map(|_| ()),
-            (LstOp::Write, Some(r)) => {
-                conn.put_region(r, self.iface.seed(), t.check, self.timeout_ms)
-            }
-            (LstOp::Read, Some(r)) => {
-                conn.get_region(r, self.iface.seed(), t.check, self.timeout_ms)
-            }
-            _ => Err(EINVAL),
+    /// The next operation, with a fresh seed.
+    fn request(&self) -> Request {
+        let (seed, check) = (self.iface.seed(), self.t.check);
+        match self.t.op {
+            LstOp::Ping => Request::Ping,
+            LstOp::Write => Request::Put { seed, check },
+            LstOp::Read => Request::Get { seed, check },
         }
     }
 
-    /// A worker: transfers to peer number `p` until the run is over.
-    fn work(&self, p: usize) {
-        // The counts live on the heap: the data path below is deep (rxe runs it inline).
-        let Ok(mut mine) = new_stats() else {
-            let mut sh = self.shared.lock();
-            sh.per_peer[p].error(ErrKind::Other);
-            sh.first_error[p] = ENOMEM.to_errno();
-            sh.finished += 1;
-            self.cv.notify_all();
-            return;
-        };
-        let mut first_error = 0;
-        let peer = self.peers[p];
-        let region = match self.t.op {
-            LstOp::Ping => Ok(None),
-            _ => Region::new(
-                self.iface.res(),
-                self.t.offset as usize,
-                self.t.size as usize,
-            )
-            .map(Some),
-        };
-        match &region {
-            Err(e) => {
-                mine.error(ErrKind::of_errno(e.to_errno()));
-                first_error = e.to_errno();
-            }
-            Ok(region) => {
-                while self.claim() {
-                    let t0 = Instant::<Monotonic>::now();
-                    match self.one(peer, region.as_ref()) {
-                        Ok(()) => mine.ok(self.t.size, t0.elapsed().as_micros_ceil() as u64),
-                        Err(e) if e.to_errno() == -(kernel::bindings::EBADMSG as i32) => {
-                            mine.corrupt += 1;
-                        }
-                        Err(e) => {
-                            mine.error(ErrKind::of_errno(e.to_errno()));
-                            if first_error == 0 {
-                                first_error = e.to_errno();
-                            }
-                            // Do not spin on a peer that refuses at once.
-                            kernel::time::delay::fsleep(Delta::from_millis(10));
-                        }
-                    }
-                }
-            }
-        }
-        drop(region);
+    /// Counts an outcome for peer number `p`; returns whether it was an error.
+    fn record(&self, p: usize, usecs: u64, r: &Result) -> bool {
         let mut sh = self.shared.lock();
-        sh.per_peer[p].merge(&mine);
-        if sh.first_error[p] == 0 {
-            sh.first_error[p] = first_error;
+        match r {
+            Ok(()) => {
+                sh.per_peer[p].ok(self.t.size, usecs);
+                false
+            }
+            Err(e) if e.to_errno() == -(kernel::bindings::EBADMSG as i32) => {
+                sh.per_peer[p].corrupt += 1;
+                false
+            }
+            Err(e) => {
+                sh.per_peer[p].error(ErrKind::of_errno(e.to_errno()));
+                if sh.first_error[p] == 0 {
+                    sh.first_error[p] = e.to_errno();
+                }
+                true
+            }
         }
+    }
+
+    /// A slot is over.
+    fn finish(&self) {
+        let mut sh = self.shared.lock();
         sh.finished += 1;
         self.cv.notify_all();
     }
-}
 
-#[inline(never)]
-fn new_stats() -> Result<KBox<Stats>> {
-    Ok(KBox::new(Stats::new(), GFP_KERNEL)?)
+    /// Starts the next operation of a slot to peer number `p` with the slot's buffer, or
+    /// ends the slot when the run is over.
+    fn next(self: &Arc<Self>, p: usize, region: Option<Region>) {
+        if !self.claim() {
+            drop(region);
+            self.finish();
+            return;
+        }
+        let run = self.clone();
+        let submitted = api::submit(
+            &self.iface,
+            self.peers[p],
+            self.request(),
+            region,
+            self.timeout_ms,
+            move |o| run.done(p, o),
+        );
+        if let Err(e) = submitted {
+            self.record(p, 0, &Err(e));
+            self.finish();
+        }
+    }
+
+    /// The completion callback of a slot's operation: counts it and starts the next.
+    fn done(self: Arc<Self>, p: usize, o: Outcome) {
+        if self.record(p, o.usecs, &o.result) {
+            // Do not spin on a peer that refuses at once.
+            kernel::time::delay::fsleep(Delta::from_millis(10));
+        }
+        self.next(p, o.region);
+    }
 }
 
 /// A test's results: the whole run, then each peer.
@@ -280,23 +279,31 @@ pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
         }
         Span::Seconds(_) => t.concurrency,
     };
-    let mut started = 0u32;
-    let mut spawn_err: Result = Ok(());
-    'spawn: for _ in 0..per_peer_workers {
+    // Every slot's buffer first (`size` bytes at `offset`, mapped once), then the slots.
+    let mut slots = KVec::with_capacity((per_peer_workers as usize) * n, GFP_KERNEL)?;
+    for _ in 0..per_peer_workers {
         for p in 0..n {
-            let r = run.clone();
-            if let Err(e) = crate::verbs::long_wq().try_spawn(GFP_KERNEL, move || r.work(p)) {
-                spawn_err = Err(e.into());
-                run.stop.store(1, Relaxed);
-                break 'spawn;
-            }
-            started += 1;
+            let region = match t.op {
+                LstOp::Ping => None,
+                _ => match Region::new(run.iface.res(), t.offset as usize, t.size as usize) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        run.record(p, 0, &Err(e));
+                        continue;
+                    }
+                },
+            };
+            slots.push((p, region), GFP_KERNEL)?;
         }
+    }
+    let started = slots.len() as u32;
+    for (p, region) in slots.drain_all() {
+        run.next(p, region);
     }
     let mut sh = run.shared.lock();
     while sh.finished < started {
         if run.cv.wait_interruptible(&mut sh) {
-            // Interrupted: the workers stop after their current transfer; wait for them,
+            // Interrupted: the slots stop after their current transfer; wait for them,
             // they use the module's code.
             run.stop.store(1, Relaxed);
             while sh.finished < started {
@@ -305,7 +312,6 @@ pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
             return Err(EINTR);
         }
     }
-    spawn_err?;
     let usecs = run.start.elapsed().as_micros_ceil() as u64;
     let mut total = Stats::new();
     let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
