@@ -129,7 +129,13 @@ def perftest(tool, size, depth):
     srv = subprocess.Popen([tool, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)
     time.sleep(1)
-    cli = sh([tool, *args, ADDR], timeout=300)
+    # Under emulation the server may not listen yet after a second: its rdma_cm rejects the
+    # client (no listener on the service ID); try again while the server waits.
+    for _ in range(5):
+        cli = sh([tool, *args, ADDR], timeout=300)
+        if "RDMA_CM_EVENT_REJECTED" not in cli.stdout or srv.poll() is not None:
+            break
+        time.sleep(1)
     try:
         srv.wait(timeout=30)
     except subprocess.TimeoutExpired:
