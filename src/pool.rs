@@ -288,20 +288,37 @@ impl Pool {
                     Ok(())
                 } else {
                     let missing = n - free;
+                    // Growing by a quarter of the pool at least: a load that ramps up
+                    // reaches its working set in a few steps, not one `ib_alloc_mr` at a
+                    // time on the data path. Within `pool_max` (`room` covers `missing`).
+                    let spare = (inner.live / 4).min(self.cfg.max - inner.live - missing);
                     // Take what is free, allocate the rest without holding the lock.
                     while let Some((mr, _)) = inner.free.pop() {
                         out.push(mr, GFP_KERNEL)?;
                     }
                     drop(inner);
-                    self.allocate(missing, out).inspect_err(|_| {
-                        // Give back what was taken.
-                        let mut inner = self.inner.lock();
-                        let now = Instant::now();
-                        for mr in out.drain_all() {
-                            // Capacity was reserved for every live MR.
-                            let _ = inner.free.push((mr, now), GFP_KERNEL);
+                    match self.allocate(missing + spare, out) {
+                        Ok(()) => {
+                            let mut inner = self.inner.lock();
+                            let now = Instant::now();
+                            for _ in 0..spare {
+                                if let Some(mr) = out.pop() {
+                                    // Capacity was reserved for every live MR.
+                                    let _ = inner.free.push((mr, now), GFP_KERNEL);
+                                }
+                            }
+                            Ok(())
                         }
-                    })
+                        Err(e) => {
+                            // Give back what was taken.
+                            let mut inner = self.inner.lock();
+                            let now = Instant::now();
+                            for mr in out.drain_all() {
+                                let _ = inner.free.push((mr, now), GFP_KERNEL);
+                            }
+                            Err(e)
+                        }
+                    }
                 };
                 if next {
                     // The next taker in line may be served by what is left.

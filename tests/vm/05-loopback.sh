@@ -37,7 +37,7 @@ offsets=(0 1 8 4095 4096 4097)
 max=$((2 << 20))
 lengths=(1 4095 4096 4097 65536 1048575 1048576 1048577 $max)
 
-ktap_begin $((${#offsets[@]} * ${#lengths[@]} + 15))
+ktap_begin $((${#offsets[@]} * ${#lengths[@]} + 16))
 before=$(resource_counts)
 load max_payload=$max || { not_ok "insmod max_payload=$max"; ktap_end; }
 for off in "${offsets[@]}"; do
@@ -82,6 +82,20 @@ grow() {
 	unload
 }
 check "pool_size=1: 64 transfers 16 at a time complete, the pool grows" grow
+
+# Growing, the pool adds a quarter of what it has beyond the need, so a load that ramps up
+# reaches its working set in a few steps: with 4 MRs of 512 pages, a 4 MiB loopback (three
+# buffers of two MRs each) needs 6, and the pool allocates 2 + 1.
+grow_ahead() {
+	load pool_size=4 max_payload=4194304 || return 1
+	local out
+	out=$(loopback 0 4194304) || { echo "$out"; unload; return 1; }
+	echo "$out" | grep -q '^ok transfers=1 ' && [ "$(pool_field allocated)" = 7 ] &&
+		[ "$(pool_field live)" = 7 ] && [ "$(pool_field free)" = 7 ] ||
+		{ echo "$out"; cat "$DBG/pools"; unload; return 1; }
+	unload
+}
+check "growing, the pool allocates a quarter of its size beyond the need" grow_ahead
 
 # A pool capped at one transfer's worth: transfers wait for MRs and all complete.
 capped() {
