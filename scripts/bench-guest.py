@@ -5,7 +5,8 @@ loaded): measures fastreg and its anchors back to back on the same rxe device, l
 to the device's own address, and prints one line `BENCH <json>` per measurement.
 
 - fastreg: brw write and read at each size and concurrency (check none), and ping, each
-  after a warm-up run, with fastreg's counters read around it;
+  after warm-up runs (repeated until the pool stops growing), with fastreg's counters
+  read around it;
 - perftest: ib_write_bw / ib_read_bw at the same sizes with as many operations outstanding
   (-t, and -o for reads), ib_send_bw of 4 KiB for the message rate;
 - nvme-rdma against nvmet-rdma (a kernel FRWR user) on the same device: fio, 1 MiB direct
@@ -84,9 +85,16 @@ def sq_depth():
 
 
 def fastreg_brw(op, size, conc):
-    # Warm-up: the connection is up and the pool has grown to what this load needs (a
-    # timed run, so that the peak demand of every worker and server side was seen).
-    lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--seconds", "1")
+    # Warm-up: the connection is up and the pool has grown to what this load needs: timed
+    # one-second runs (so that the peak demand of every worker and server side is seen),
+    # repeated until one allocates no MR (at most 5).
+    warmups = 0
+    while warmups < 5:
+        warmups += 1
+        w0 = counters()["allocated"]
+        lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--seconds", "1")
+        if counters()["allocated"] == w0:
+            break
     before = counters()
     r = lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--seconds", str(SECONDS))
     after = counters()
@@ -101,7 +109,7 @@ def fastreg_brw(op, size, conc):
          reg_per_transfer=d["registrations"] / ops,
          local_inv_per_transfer=d["local_invalidations"] / ops,
          remote_inv_per_transfer=d["remote_invalidations"] / ops,
-         alloc_mr_during_run=d["allocated"], pool_live=after["live"])
+         alloc_mr_during_run=d["allocated"], pool_live=after["live"], warmup_runs=warmups)
 
 
 def fastreg_ping(conc):
