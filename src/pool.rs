@@ -126,6 +126,15 @@ impl Inner {
         Ok(t)
     }
 
+    /// Puts a free MR on the free list. Room for every live MR was reserved when it was
+    /// allocated, so this does not allocate; if it failed anyway, the MR is freed and no
+    /// longer counted.
+    fn keep(&mut self, mr: FrMr<Free>, now: Instant<Monotonic>) {
+        if self.free.push((mr, now), GFP_NOWAIT).is_err() {
+            self.live -= 1;
+        }
+    }
+
     /// Takes `ticket` (if any) out of the queue.
     fn dequeue(&mut self, ticket: Option<u64>) {
         if let Some(t) = ticket {
@@ -303,8 +312,7 @@ impl Pool {
                             let now = Instant::now();
                             for _ in 0..spare {
                                 if let Some(mr) = out.pop() {
-                                    // Capacity was reserved for every live MR.
-                                    let _ = inner.free.push((mr, now), GFP_KERNEL);
+                                    inner.keep(mr, now);
                                 }
                             }
                             Ok(())
@@ -314,7 +322,7 @@ impl Pool {
                             let mut inner = self.inner.lock();
                             let now = Instant::now();
                             for mr in out.drain_all() {
-                                let _ = inner.free.push((mr, now), GFP_KERNEL);
+                                inner.keep(mr, now);
                             }
                             Err(e)
                         }
@@ -400,14 +408,7 @@ impl Pool {
     /// Takes back an MR whose key is dead.
     pub(crate) fn put(&self, mr: FrMr<Invalidated>) {
         let mut inner = self.inner.lock();
-        // Capacity for every live MR was reserved when it was allocated.
-        if inner
-            .free
-            .push((mr.recycle(), Instant::now()), GFP_NOWAIT)
-            .is_err()
-        {
-            inner.live -= 1;
-        }
+        inner.keep(mr.recycle(), Instant::now());
         self.shrink(&mut inner);
         drop(inner);
         self.freed.notify_all();
@@ -415,11 +416,7 @@ impl Pool {
 
     /// Gives back a free MR that was not used (the transfer failed before mapping it).
     pub(crate) fn put_free(&self, mr: FrMr<Free>) {
-        let mut inner = self.inner.lock();
-        if inner.free.push((mr, Instant::now()), GFP_NOWAIT).is_err() {
-            inner.live -= 1;
-        }
-        drop(inner);
+        self.inner.lock().keep(mr, Instant::now());
         self.freed.notify_all();
     }
 
