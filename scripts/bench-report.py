@@ -35,11 +35,12 @@ def load(raw):
     return res
 
 
+def matches(r, kw):
+    return all(r.get(k) == v for k, v in kw.items())
+
+
 def find(rows, **kw):
-    for r in rows:
-        if all(r.get(k) == v for k, v in kw.items()):
-            return r
-    return None
+    return next((r for r in rows if matches(r, kw)), None)
 
 
 def size_name(n):
@@ -135,6 +136,35 @@ def table(res):
     return "\n".join(lines) + "\n", summary
 
 
+def series(rows, key, **kw):
+    """The rows matching `kw`, sorted by `key`, as (x, MiB/s) lists."""
+    sel = sorted((r for r in rows if matches(r, kw)), key=lambda r: r[key])
+    return [r[key] for r in sel], [r["mib_per_s"] for r in sel]
+
+
+def plot(ax, xy, fmt_, **kw):
+    """Plots a series unless it is empty."""
+    if xy[0]:
+        ax.plot(*xy, fmt_, **kw)
+
+
+def finish(ax, xlabel, title, legend_size):
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("MiB/s")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=legend_size)
+
+
+def save(plt, fig, out, name):
+    fig.tight_layout()
+    path = os.path.join(out, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plots(res, out):
     try:
         import matplotlib
@@ -147,55 +177,25 @@ def plots(res, out):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, op, tool in ((axes[0], "write", "ib_write_bw"), (axes[1], "read", "ib_read_bw")):
         for conc, style in ((1, ":"), (8, "-"), (64, "--")):
-            f = sorted((r for r in res["fastreg"] if r["op"] == op and r["concurrency"] == conc),
-                       key=lambda r: r["size"])
-            p = sorted((r for r in res["perftest"] if r["op"] == op and r["concurrency"] == conc),
-                       key=lambda r: r["size"])
-            if f:
-                ax.plot([r["size"] for r in f], [r["mib_per_s"] for r in f], "o" + style,
-                        color="tab:blue", label=f"fastreg brw {op}, {conc} in flight")
-            if p:
-                ax.plot([r["size"] for r in p], [r["mib_per_s"] for r in p], "s" + style,
-                        color="tab:orange", label=f"{tool} -t {conc}")
+            plot(ax, series(res["fastreg"], "size", op=op, concurrency=conc), "o" + style,
+                 color="tab:blue", label=f"fastreg brw {op}, {conc} in flight")
+            plot(ax, series(res["perftest"], "size", op=op, concurrency=conc), "s" + style,
+                 color="tab:orange", label=f"{tool} -t {conc}")
         n = find(res["nvme"], op=op)
         if n:
             ax.plot([1 << 20], [n["mib_per_s"]], "D", color="tab:green",
                     label="nvme-rdma, fio 1 MiB QD 8")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("transfer size (bytes)")
-        ax.set_ylabel("MiB/s")
-        ax.set_title(f"{op}: throughput vs size (rxe, same VM run)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(out, "throughput-vs-size.png")
-    fig.savefig(path, dpi=110)
-    made.append(path)
-    plt.close(fig)
+        finish(ax, "transfer size (bytes)", f"{op}: throughput vs size (rxe, same VM run)", 7)
+    made.append(save(plt, fig, out, "throughput-vs-size.png"))
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for op, tool, color in (("write", "ib_write_bw", "tab:blue"), ("read", "ib_read_bw", "tab:red")):
-        f = sorted((r for r in res["fastreg"] if r["op"] == op and r["size"] == 1 << 20),
-                   key=lambda r: r["concurrency"])
-        p = sorted((r for r in res["perftest"] if r["op"] == op and r["size"] == 1 << 20),
-                   key=lambda r: r["concurrency"])
-        if f:
-            ax.plot([r["concurrency"] for r in f], [r["mib_per_s"] for r in f], "o-",
-                    color=color, label=f"fastreg brw {op}")
-        if p:
-            ax.plot([r["concurrency"] for r in p], [r["mib_per_s"] for r in p], "s--",
-                    color=color, alpha=0.6, label=tool)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("transfers in flight")
-    ax.set_ylabel("MiB/s")
-    ax.set_title("1 MiB: throughput vs concurrency")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(out, "throughput-vs-concurrency.png")
-    fig.savefig(path, dpi=110)
-    made.append(path)
-    plt.close(fig)
+        plot(ax, series(res["fastreg"], "concurrency", op=op, size=1 << 20), "o-",
+             color=color, label=f"fastreg brw {op}")
+        plot(ax, series(res["perftest"], "concurrency", op=op, size=1 << 20), "s--",
+             color=color, alpha=0.6, label=tool)
+    finish(ax, "transfers in flight", "1 MiB: throughput vs concurrency", 8)
+    made.append(save(plt, fig, out, "throughput-vs-concurrency.png"))
     return made
 
 
