@@ -56,7 +56,7 @@ use crate::{
 
 /// What the slots share.
 struct Shared {
-    /// Every worker's counts, merged per peer.
+    /// The counts of every peer (each slot adds to its peer's under the lock).
     per_peer: KVec<Stats>,
     /// The first error each peer gave (a negative errno), for the report.
     first_error: KVec<i32>,
