@@ -19,6 +19,13 @@ struct ib_send_wr;
 struct ib_recv_wr;
 struct scatterlist;
 struct page;
+struct workqueue_struct;
+
+/*
+ * alloc_workqueue() is a macro (allocation profiling): an unbound queue named NAME
+ * taking WQ_MAX_ACTIVE work items at once.
+ */
+struct workqueue_struct *fastreg_alloc_wq(const char *name);
 
 /* ib_alloc_pd() is a macro that passes KBUILD_MODNAME. */
 struct ib_pd *fastreg_ib_alloc_pd(struct ib_device *device, unsigned int flags);
@@ -33,6 +40,10 @@ bool fastreg_ib_device_try_get(struct ib_device *device);
 int fastreg_ib_dereg_mr(struct ib_mr *mr);
 /* ib_update_fast_reg_key() is static inline. */
 void fastreg_ib_update_fast_reg_key(struct ib_mr *mr, u8 newkey);
+/* The sg form of ib_dma_sync_single_for_cpu/_for_device(), DMA_BIDIRECTIONAL. */
+void fastreg_ib_dma_sync_sg_for_cpu(struct ib_device *dev, struct scatterlist *sg, int nents);
+void fastreg_ib_dma_sync_sg_for_device(struct ib_device *dev, struct scatterlist *sg,
+				       int nents);
 /* ib_dma_map_sg() / ib_dma_unmap_sg() are static inline; direction is DMA_BIDIRECTIONAL. */
 int fastreg_ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents);
 void fastreg_ib_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents);

@@ -16,6 +16,9 @@ fail() {
 }
 
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+# A task blocked uninterruptibly this long is reported (the VM tests fail on the report):
+# no teardown or unload may hang, however the transport got there.
+[ ! -w /proc/sys/kernel/hung_task_timeout_secs ] || echo 15 >/proc/sys/kernel/hung_task_timeout_secs
 
 # The NIC: the first non-loopback device backed by hardware (udev may rename eth0).
 nic=""

@@ -95,7 +95,7 @@ pub(crate) fn call(
 ///
 /// `done` is called exactly once with the [`Outcome`] when the operation has completed,
 /// failed or timed out (`timeout_ms`, plus connecting). It runs in process context, on the
-/// long-running unbound system workqueue: it may sleep and may submit again (which is how
+/// module's own unbound workqueue: it may sleep and may submit again (which is how
 /// a client keeps a number of operations in flight). Each operation in flight occupies one
 /// worker of that queue while it waits: the transport's data path is synchronous per
 /// operation, and the callback form is built on it.
@@ -112,7 +112,9 @@ pub(crate) fn submit(
 ) -> Result {
     let iface = iface.clone();
     let start = Instant::<Monotonic>::now();
-    crate::verbs::long_wq().try_spawn(GFP_KERNEL, move || {
+    // The module's own queue: unloading waits for every operation (and its callback).
+    let wq = crate::verbs::module_wq().ok_or(ENODEV)?;
+    wq.try_spawn(GFP_KERNEL, move || {
         let result = call(&iface, peer, req, region.as_ref(), timeout_ms);
         done(Outcome {
             region,

@@ -79,11 +79,12 @@ pub(crate) const fn sink(mrs: u32, remote_inv: bool) -> Wrs {
 }
 
 /// The most work requests one transfer can need on a connection whose transfers use at
-/// most `mrs` registrations on each side: as source, the RDMA work requests are at most one
-/// per piece (`2 * mrs - 1` pieces when both sides cut the buffer differently).
-pub(crate) const fn per_transfer(mrs: u32) -> Wrs {
-    let pieces = mrs.saturating_mul(2).saturating_sub(1);
-    source(mrs, pieces).max(sink(mrs, false))
+/// most `local` registrations on this side and whose peer may advertise up to `peer`
+/// (the negotiated `max_regs`): as source, one RDMA work request per piece, and pieces
+/// are at most `local + peer - 1`, however the two sides cut the buffer.
+pub(crate) const fn per_transfer_with(local: u32, peer: u32) -> Wrs {
+    let pieces = local.saturating_add(peer).saturating_sub(1);
+    source(local, pieces).max(sink(local, false))
 }
 
 /// Work requests kept for messages that are not transfers (credit returns, keepalives),
@@ -183,14 +184,15 @@ pub(crate) struct Figures {
 }
 
 /// The figures for MRs of `geo`, transfers of up to `max_payload` bytes, `queue_depth` of
-/// them in flight. `None` on overflow.
+/// them in flight, a peer advertising up to `max_regs` registrations. `None` on overflow.
 pub(crate) fn figures(
     geo: &crate::frag::Geometry,
     max_payload: u64,
     queue_depth: u32,
+    max_regs: u32,
 ) -> Option<Figures> {
     let mrs = geo.max_mrs_for(max_payload);
-    let wrs = per_transfer(mrs).total();
+    let wrs = per_transfer_with(mrs, max_regs).total();
     let max_frags = geo.pages_of(max_payload) + 1;
     Some(Figures {
         mrs,

@@ -117,12 +117,16 @@ pub(crate) struct IfaceTunables {
     pub(crate) max_regs: Option<u16>,
     /// Service port.
     pub(crate) port: Option<u16>,
+    /// Pages per registration of the buffers the interface serves (default: what the
+    /// device's MRs map).
+    pub(crate) mr_pages: Option<u32>,
 }
 
 /// A control command (`/sys/kernel/debug/fastreg/ctl`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ctl<'a> {
-    /// `iface add DEV IP [queue_depth=N] [max_payload=N] [max_regs=N] [port=N]`.
+    /// `iface add DEV IP [queue_depth=N] [max_payload=N] [max_regs=N] [port=N]
+    /// [mr_pages=N]`.
     IfaceAdd {
         /// RDMA device name.
         dev: &'a str,
@@ -163,16 +167,18 @@ pub(crate) enum Ctl<'a> {
         /// Transfers.
         count: u32,
     },
-    /// `fault LOCAL PEER magic|regs|length|stale_rkey`: test hooks. The first three send a
-    /// GET whose request is corrupted that way (the peer must close the connection); the
-    /// last does a PUT, then RDMA-writes with the sink's old rkey (which must fail).
+    /// `fault LOCAL PEER magic|regs|length|stale_rkey|stale_get`: test hooks. The first
+    /// three send a GET whose request is corrupted that way (the peer must close the
+    /// connection); `stale_rkey` does a PUT, then RDMA-writes with the sink's old rkey;
+    /// `stale_get` RDMA-writes with the registrations of the last GET that LOCAL served to
+    /// PEER (recorded with `misbehave LOCAL record_get`). Both writes must fail.
     Fault {
         /// Local interface address.
         local: [u8; 4],
         /// Peer address.
         peer: [u8; 4],
-        /// The corruption, or `None` for the stale rkey test.
-        mangle: Option<crate::wire::Mangle>,
+        /// What to do.
+        what: Fault,
     },
     /// `corrupt LOCAL N`: test hook: the next N transfers interface LOCAL serves get one
     /// byte of their data inverted (PUT: at the sink before it checks; GET: at the source
@@ -183,6 +189,18 @@ pub(crate) enum Ctl<'a> {
         /// Transfers to corrupt.
         n: u32,
     },
+    /// `misbehave LOCAL short|unknown_done|dup_done|record_get|bogus_inv|flood [N]`: test
+    /// hook: the next N times
+    /// (default 1) interface LOCAL is in that role it misbehaves towards its peer, as a
+    /// hostile peer would (see [`crate::wire::Misbehave`]). 0 disarms it.
+    Misbehave {
+        /// Local interface address.
+        local: [u8; 4],
+        /// How.
+        how: crate::wire::Misbehave,
+        /// How many times.
+        n: u32,
+    },
     /// `close LOCAL PEER`: closes the connection between them.
     Close {
         /// Local interface address.
@@ -190,6 +208,17 @@ pub(crate) enum Ctl<'a> {
         /// Peer address.
         peer: [u8; 4],
     },
+}
+
+/// What the `fault` command does (see [`Ctl::Fault`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// A GET whose request is corrupted this way.
+    Mangle(crate::wire::Mangle),
+    /// A PUT, then an RDMA WRITE with the sink's old rkey.
+    StaleRkey,
+    /// An RDMA WRITE with the registrations of the last GET served (recorded).
+    StaleGet,
 }
 
 fn parse_num<T: TryFrom<u64>>(v: &str, min: u64, max: u64) -> Result<T, ParseError> {
@@ -221,6 +250,7 @@ impl<'a> Ctl<'a> {
                         "max_payload" => tun.max_payload = Some(parse_num(v, 4096, 64 << 20)?),
                         "max_regs" => tun.max_regs = Some(parse_num(v, 1, 32)?),
                         "port" => tun.port = Some(parse_num(v, 1, 65535)?),
+                        "mr_pages" => tun.mr_pages = Some(parse_num(v, 1, 65536)?),
                         _ => return Err("unknown tunable"),
                     }
                 }
@@ -276,21 +306,18 @@ impl<'a> Ctl<'a> {
             (Some("fault"), local) => {
                 let local = ip(local)?;
                 let peer = ip(w.next())?;
-                let mangle = match w.next() {
-                    Some("magic") => Some(crate::wire::Mangle::Magic),
-                    Some("regs") => Some(crate::wire::Mangle::Regs),
-                    Some("length") => Some(crate::wire::Mangle::Length),
-                    Some("stale_rkey") => None,
+                let what = match w.next() {
+                    Some("magic") => Fault::Mangle(crate::wire::Mangle::Magic),
+                    Some("regs") => Fault::Mangle(crate::wire::Mangle::Regs),
+                    Some("length") => Fault::Mangle(crate::wire::Mangle::Length),
+                    Some("stale_rkey") => Fault::StaleRkey,
+                    Some("stale_get") => Fault::StaleGet,
                     _ => return Err("unknown fault"),
                 };
                 if w.next().is_some() {
                     return Err("too many words");
                 }
-                Ok(Ctl::Fault {
-                    local,
-                    peer,
-                    mangle,
-                })
+                Ok(Ctl::Fault { local, peer, what })
             }
             (Some("corrupt"), local) => {
                 let local = ip(local)?;
@@ -299,6 +326,21 @@ impl<'a> Ctl<'a> {
                     return Err("too many words");
                 }
                 Ok(Ctl::Corrupt { local, n })
+            }
+            (Some("misbehave"), local) => {
+                let local = ip(local)?;
+                let how = w
+                    .next()
+                    .and_then(crate::wire::Misbehave::parse)
+                    .ok_or("unknown misbehaviour")?;
+                let n = match w.next() {
+                    Some(v) => parse_num(v, 0, u64::from(MAX_COUNT))?,
+                    None => 1,
+                };
+                if w.next().is_some() {
+                    return Err("too many words");
+                }
+                Ok(Ctl::Misbehave { local, how, n })
             }
             (Some("close"), local) => {
                 let local = ip(local)?;

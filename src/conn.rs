@@ -43,13 +43,16 @@ use kernel::{
 };
 
 use crate::{
+    command::Fault,
     conn_state::{
         self,
         Action,
         Event,
         State, //
     },
+    credits,
     device::DevRes,
+    frag::Geometry,
     mr_state::state::{
         Free,
         Invalidating,
@@ -90,13 +93,14 @@ use crate::{
         Check,
         ConnParams,
         Limits,
+        Misbehave,
         Msg,
         Regs, //
     },
 };
 
 /// Receive buffers and message slots beyond the queue depth (for NOOPs and replies).
-const EXTRA: u32 = 2;
+const EXTRA: u32 = credits::EXTRA;
 /// How long connecting may take.
 const CONNECT_MS: u32 = 10_000;
 /// rdma_cm resolution timeout.
@@ -118,6 +122,10 @@ pub(crate) struct Tunables {
     pub(crate) max_regs: u16,
     /// rdma_cm service port.
     pub(crate) port: u16,
+    /// Connections accepted at most.
+    pub(crate) max_conns: u32,
+    /// Pages per registration of the buffers it serves (0: what the device's MRs map).
+    pub(crate) mr_pages: u32,
 }
 
 impl Tunables {
@@ -131,6 +139,8 @@ impl Tunables {
             max_payload: p.max_payload,
             max_regs: Self::DEFAULT_MAX_REGS,
             port: p.port,
+            max_conns: p.max_conns,
+            mr_pages: 0,
         }
     }
 }
@@ -139,6 +149,8 @@ struct IfaceState {
     listener: Option<Arc<Endpoint<Ctx>>>,
     conns: KVec<Arc<Conn>>,
     closed: bool,
+    /// Peers a connect attempt is under way to: others asking for them wait for it.
+    connecting: KVec<SockAddr>,
     /// Peers the last connection attempts to failed: consecutive failures, when, and the
     /// error. Connecting again waits out a backoff ([`conn_state::backoff_ms`]).
     failed: KVec<Failed>,
@@ -199,16 +211,25 @@ pub(crate) struct Iface {
     rejects_received: RejectCounts,
     /// Seeds of the transfers this interface starts.
     seeds: Atomic<u32>,
-    /// Held while connecting, so that threads asking for the same peer at once share one
-    /// connection.
+    /// Connections this interface accepts at most (the `max_conns` parameter).
+    max_conns: usize,
+    /// How the buffers it registers as the sink of a PUT are cut into registrations.
+    geo: Geometry,
+    /// Test hook: how the interface misbehaves next, and how many times ([`hooks`]).
+    hook: Atomic<u32>,
+    hook_left: Atomic<u32>,
+    /// Signalled when a connect attempt ends (see [`IfaceState::connecting`]).
     #[pin]
-    connecting: Mutex<()>,
+    connected: CondVar,
     /// Buffers (allocated and DMA-mapped) of transfers served, kept for the next ones of
     /// the same size: serving allocates nothing at steady state.
     #[pin]
     spare: Mutex<KVec<Region>>,
     /// Test hook: transfers this interface serves next whose data it corrupts.
     corrupt_next: Atomic<u32>,
+    /// Test hook ([`Misbehave::RecordGet`]): the registrations of a GET it served.
+    #[pin]
+    served_get: Mutex<Option<Regs>>,
     #[pin]
     st: Mutex<IfaceState>,
 }
@@ -265,11 +286,44 @@ struct ConnState {
     mangle: Option<wire::Mangle>,
     /// Transfers this side started.
     xfers: KVec<Xfer>,
+    /// Tickets of the new requests waiting for room, in arrival order, with when each
+    /// began to wait; and the next ticket.
+    room_q: KVec<(u64, Instant<Monotonic>)>,
+    room_next: u64,
     /// PUTs this side is the sink of, registered and waiting for PUT_DONE.
     sinks: KVec<Sink>,
+    /// PUTs whose PUT_DONE arrived, waiting for a send slot or room to post the LOCAL_INVs
+    /// of their registrations (with the rkey the peer invalidated).
+    unkey: KVec<(Sink, Option<u32>)>,
     /// Chains in flight whose completion finishes a transfer step.
     tagged: KVec<Tagged>,
     stats: Stats,
+    /// The peer is an interface on the same device: both ends take MRs from one pool.
+    same_pool: bool,
+}
+
+/// What a posted chain sends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Post {
+    /// A message other than a NOOP: it never takes the last credit.
+    Msg,
+    /// A NOOP, which may take the last credit.
+    Noop,
+    /// No message, only local work requests (LOCAL_INV): no credit needed or returned.
+    Local,
+}
+
+/// What a transfer waits for before it posts ([`Conn::wait_room`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// A new request: a message's room, and a place among the `queue_depth` transfers of
+    /// this side in flight (so the peer never holds more of them than it agreed to).
+    Request,
+    /// A message of a transfer in flight: two credits, a send slot, room in the send queue
+    /// for a transfer, and nothing owed to the peer (answers go first).
+    Message,
+    /// A chain of that many local work requests (LOCAL_INVs): a send slot and room.
+    Local(usize),
 }
 
 /// Something owed to the peer, waiting for a credit and a send slot.
@@ -309,6 +363,9 @@ enum Step {
     Failed(i32),
     /// GET: the data is in, with the rkey the peer invalidated (ping: the pong arrived).
     Done(Option<u32>),
+    /// The LOCAL_INVs of this side's registrations are posted: no message from the peer
+    /// moves the transfer any more (a second DONE is a protocol violation).
+    Invalidating,
     /// This side's last chain of the transfer completed (`true`) or failed.
     ChainDone(bool),
 }
@@ -321,8 +378,17 @@ struct Waiter {
     cv: CondVar,
 }
 
+/// What a transfer this side started is: the answers it may get depend on it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Ping,
+    Put,
+    Get,
+}
+
 struct Xfer {
     cookie: u64,
+    kind: Kind,
     waiter: Arc<Waiter>,
     /// Its step or verdict changed since its thread was last woken.
     moved: bool,
@@ -333,6 +399,10 @@ struct Xfer {
     verdict: Option<i32>,
     /// PUT: the sink's registrations.
     regs: Regs,
+    /// Bytes of the transfer (set when the request goes out).
+    size: u64,
+    /// GET: the rkey the peer may invalidate remotely (the first one advertised).
+    inv_rkey: Option<u32>,
 }
 
 /// How the sink of a PUT checks its data, and whom it tells.
@@ -416,17 +486,18 @@ fn not_connected() -> Error {
 }
 
 impl Iface {
-    /// A buffer of `size` bytes (at offset 0) to serve a transfer with: an idle one of that
-    /// size, else a new one.
-    fn serving_region(&self, size: usize) -> Result<Region> {
+    /// A buffer of `size` bytes (at offset 0) to serve a transfer with, registered in
+    /// pieces of `geo`: an idle one of that size and cut, else a new one.
+    fn serving_region(&self, size: usize, geo: Geometry) -> Result<Region> {
         let mut spare = self.spare.lock();
-        if let Some(i) = spare.iter().rposition(|r| r.buffer().len() == size) {
+        let fits = |r: &Region| r.buffer().len() == size && r.pages() == geo.max_pages();
+        if let Some(i) = spare.iter().rposition(fits) {
             if let Ok(r) = spare.remove(i) {
                 return Ok(r);
             }
         }
         drop(spare);
-        Region::new(&self.res, 0, size)
+        Region::new_in(&self.res, 0, size, geo)
     }
 
     /// Keeps a served transfer's buffer for the next one of its size; the oldest go when
@@ -464,6 +535,37 @@ impl Iface {
         self.corrupt_next.store(n, Relaxed);
     }
 
+    /// Test hook (`misbehave IFACE HOW N`): the next `n` times the interface is in the
+    /// role of `how`, it misbehaves that way towards its peer.
+    pub(crate) fn misbehave(&self, how: Misbehave, n: u32) {
+        self.hook_left.store(0, Relaxed);
+        self.hook.store(how as u32, Relaxed);
+        self.hook_left.store(n, Relaxed);
+    }
+
+    /// Whether the interface is armed to misbehave `how` (without consuming it).
+    fn armed(&self, how: Misbehave) -> bool {
+        self.hook.load(Relaxed) == how as u32 && self.hook_left.load(Relaxed) > 0
+    }
+
+    /// Whether the interface misbehaves `how` now (consumes one of the armed times).
+    fn hook(&self, how: Misbehave) -> bool {
+        if self.hook.load(Relaxed) != how as u32 {
+            return false;
+        }
+        let mut n = self.hook_left.load(Relaxed);
+        while n > 0 {
+            match self.hook_left.cmpxchg(n, n - 1, Relaxed) {
+                Ok(_) => {
+                    pr_info!("{}: test hook: misbehaving ({})\n", self.addr, how.name());
+                    return true;
+                }
+                Err(now) => n = now,
+            }
+        }
+        false
+    }
+
     /// Applies the corruption hook to a served transfer's data, if armed.
     fn corrupt_hook(&self, region: &Region) -> Result {
         let mut n = self.corrupt_next.load(Relaxed);
@@ -476,7 +578,7 @@ impl Iface {
                         self.addr,
                         len / 2
                     );
-                    return region.buffer().flip(len / 2);
+                    return region.with_cpu(|b| b.flip(len / 2));
                 }
                 Err(now) => n = now,
             }
@@ -491,23 +593,34 @@ impl Iface {
         tun: Tunables,
         timeout_ms: u32,
     ) -> Result<Arc<Self>> {
+        let stamp = res.new_stamp();
+        let geo = match tun.mr_pages {
+            0 => res.geo,
+            n => res.geo.at_most(n),
+        };
         let iface = Arc::pin_init(
             pin_init!(Self {
                 res,
                 addr,
                 tun,
-                stamp: verbs::incarnation(),
+                stamp,
                 timeout_ms,
                 rejects_sent: RejectCounts::new(),
                 rejects_received: RejectCounts::new(),
                 seeds: Atomic::new(0),
-                connecting <- new_mutex!((), "fastreg::Iface::connecting"),
+                max_conns: tun.max_conns as usize,
+                geo,
+                hook: Atomic::new(0),
+                hook_left: Atomic::new(0),
+                connected <- new_condvar!("fastreg::Iface::connected"),
                 spare <- new_mutex!(KVec::new(), "fastreg::Iface::spare"),
                 corrupt_next: Atomic::new(0),
+                served_get <- new_mutex!(None, "fastreg::Iface::served_get"),
                 st <- new_mutex!(IfaceState {
                     listener: None,
                     conns: KVec::new(),
                     closed: false,
+                    connecting: KVec::new(),
                     failed: KVec::new(),
                 }, "fastreg::Iface::st"),
             }),
@@ -566,6 +679,7 @@ impl Iface {
             st.closed = true;
             (st.listener.take(), core::mem::take(&mut st.conns))
         };
+        self.connected.notify_all();
         // The listener first: no new connection while the others go.
         drop(listener);
         for c in conns.iter() {
@@ -582,12 +696,18 @@ impl Iface {
         let dead: KVec<Arc<Conn>> = {
             let mut st = self.st.lock();
             let mut dead = KVec::new();
+            // Room first: a connection leaves the list only to be torn down. Without
+            // memory, the next round reaps it.
+            if dead.reserve(st.conns.len(), GFP_KERNEL).is_err() {
+                return;
+            }
             let mut i = 0;
             while i < st.conns.len() {
                 let closed = matches!(st.conns[i].state(), State::Closing | State::Closed);
                 if closed {
                     if let Ok(c) = st.conns.remove(i) {
-                        let _ = dead.push(c, GFP_KERNEL);
+                        // Within the capacity reserved above.
+                        let _ = dead.push(c, GFP_NOWAIT);
                     }
                 } else {
                     i += 1;
@@ -609,22 +729,42 @@ impl Iface {
         if let Some(c) = self.established(peer)? {
             return Ok(c);
         }
-        let _one = self.connecting.lock();
         self.reap();
-        if let Some(c) = self.established(peer)? {
-            return Ok(c);
-        }
+        // One connect attempt per peer at a time: threads asking for the same peer share
+        // its outcome, while attempts to other peers go on (a dead peer delays no other).
         {
-            let st = self.st.lock();
+            let mut st = self.st.lock();
+            loop {
+                if st.closed {
+                    return Err(ENODEV);
+                }
+                if !st.connecting.contains(&peer) {
+                    break;
+                }
+                if self.connected.wait_interruptible(&mut st) {
+                    return Err(ERESTARTSYS);
+                }
+            }
+            let established = st
+                .conns
+                .iter()
+                .find(|c| c.peer == peer && c.active && c.state() == State::Established)
+                .cloned();
+            if let Some(c) = established {
+                return Ok(c);
+            }
             if let Some(f) = st.failed.iter().find(|f| f.peer == peer) {
                 let wait = Delta::from_millis(conn_state::backoff_ms(f.n - 1).into());
                 if f.at.elapsed() < wait {
                     return Err(f.err);
                 }
             }
+            st.connecting.push(peer, GFP_KERNEL)?;
         }
         let r = self.connect_new(peer);
         let mut st = self.st.lock();
+        st.connecting.retain(|p| *p != peer);
+        self.connected.notify_all();
         let pos = st.failed.iter().position(|f| f.peer == peer);
         match (&r, pos) {
             (Ok(_), Some(i)) => {
@@ -657,7 +797,15 @@ impl Iface {
         for attempt in 0..MAX_ATTEMPTS {
             let conn = Conn::new(self.clone(), peer, true, Some(peer), asked)?;
             conn.st.lock().stats.attempts = attempt + 1;
-            self.st.lock().conns.push(conn.clone(), GFP_KERNEL)?;
+            {
+                // Checked in the same lock section as the push: a connection never lands
+                // in the list of an interface that has shut down.
+                let mut st = self.st.lock();
+                if st.closed {
+                    return Err(ENODEV);
+                }
+                st.conns.push(conn.clone(), GFP_KERNEL)?;
+            }
             let r = conn.start_active();
             let outcome = match r {
                 Ok(()) => conn.wait_connected(),
@@ -749,6 +897,11 @@ impl Iface {
         }
     }
 
+    /// Connections of the interface that it accepted (and has not reaped yet).
+    fn accepted(&self, st: &IfaceState) -> usize {
+        st.conns.iter().filter(|c| !c.active).count()
+    }
+
     /// Whether the interface was shut down.
     pub(crate) fn is_closed(&self) -> bool {
         self.st.lock().closed
@@ -786,12 +939,14 @@ impl Iface {
         let st = self.st.lock();
         write!(
             f,
-            "iface {} {} queue_depth={} max_payload={} max_regs={} stamp={:#x} rejects_sent=",
+            "iface {} {} queue_depth={} max_payload={} max_regs={} mr_pages={} stamp={:#x} \
+             rejects_sent=",
             self.res.name(),
             self.addr,
             self.tun.queue_depth,
             self.tun.max_payload,
             self.tun.max_regs,
+            self.geo.max_pages(),
             self.stamp
         )?;
         self.rejects_sent.write(f)?;
@@ -838,9 +993,13 @@ impl Conn {
                     last_rx: Instant::now(),
                     mangle: None,
                     xfers: KVec::new(),
+                    room_q: KVec::new(),
+                    room_next: 0,
                     sinks: KVec::new(),
+                    unkey: KVec::new(),
                     tagged: KVec::new(),
                     stats: Stats::default(),
+                    same_pool: false,
                 }, "fastreg::Conn::st"),
                 cv <- new_condvar!("fastreg::Conn::cv"),
             }),
@@ -853,17 +1012,21 @@ impl Conn {
         self.st.lock().state
     }
 
-    /// Most work requests one transfer's chain takes on a connection of `max_payload` on
-    /// `res` (see [`crate::budget`]).
-    fn chain_wrs(res: &DevRes, max_payload: u32) -> u32 {
-        crate::budget::per_transfer(res.geo.max_mrs_for(max_payload.into())).total()
+    /// Most work requests one transfer's chain takes on a connection of `max_payload` and
+    /// `max_regs` on `res`: this side's MRs, and RDMA work requests up to the pieces between
+    /// them and the peer's registrations, however many of those it needs (up to the
+    /// negotiated `max_regs`; see [`crate::budget`]).
+    fn chain_wrs(res: &DevRes, max_payload: u32, max_regs: u16) -> u32 {
+        let local = res.geo.max_mrs_for(max_payload.into());
+        crate::budget::per_transfer_with(local, max_regs.into()).total()
     }
 
-    /// Queue sizes for `qd` transfers of up to `max_payload` bytes: the send queue holds
-    /// `qd` transfers' chains and the reserved messages ([`crate::budget::sq_depth`]).
-    fn caps(res: &DevRes, qd: u16, max_payload: u32) -> QpCaps {
+    /// Queue sizes for `qd` transfers of up to `max_payload` bytes in up to `max_regs`
+    /// registrations: the send queue holds `qd` transfers' chains and the reserved
+    /// messages ([`crate::budget::sq_depth`]).
+    fn caps(res: &DevRes, qd: u16, max_payload: u32, max_regs: u16) -> QpCaps {
         let slots = u32::from(qd) + EXTRA;
-        let chain = Self::chain_wrs(res, max_payload);
+        let chain = Self::chain_wrs(res, max_payload, max_regs);
         QpCaps {
             send_wr: crate::budget::sq_depth(qd.into(), chain).unwrap_or(u32::MAX),
             recv_wr: slots + 1,
@@ -873,7 +1036,8 @@ impl Conn {
     }
 
     /// Allocates message slots and buffers for queue depth `qd`, and posts the receives.
-    fn setup(self: &Arc<Self>, ep: &Arc<Endpoint<Ctx>>, qd: u16) -> Result {
+    /// Everything the completion path may keep per transfer is reserved here.
+    fn setup(self: &Arc<Self>, st: &mut ConnState, ep: &Endpoint<Ctx>, qd: u16) -> Result {
         let slots = (u32::from(qd) + EXTRA) as usize;
         let pd = &self.iface.res.pd;
         let mut tx = KVec::with_capacity(slots, GFP_KERNEL)?;
@@ -897,13 +1061,17 @@ impl Conn {
                 GFP_KERNEL,
             )?;
         }
-        for r in rx.iter() {
-            ep.post_recv(&r.value().buf, r)?;
-        }
-        let mut st = self.st.lock();
         st.owed.reserve(slots, GFP_KERNEL)?;
+        st.sinks.reserve(slots, GFP_KERNEL)?;
+        st.unkey.reserve(slots, GFP_KERNEL)?;
+        st.tagged.reserve(slots, GFP_KERNEL)?;
+        // The slots refer to the connection: teardown breaks the cycle, and finds them here
+        // whatever happens next.
         st.tx_free = tx;
         st.rx = rx;
+        for r in st.rx.iter() {
+            ep.post_recv(&r.value().buf, r)?;
+        }
         Ok(())
     }
 
@@ -1050,15 +1218,30 @@ impl Conn {
         // Everything in flight has completed or flushed: MRs whose keys may still be valid
         // are destroyed, never reused; transfers waiting on the peer fail.
         let res = self.iface.res.clone();
+        let unkeyed = core::mem::take(&mut st.unkey);
         for s in st.sinks.drain_all() {
             for r in s.regs {
                 res.pool.destroy(r.into_handle());
             }
         }
-        for t in st.tagged.drain_all() {
-            let (Finishing::ServedGet(_, inv)
-            | Finishing::ServedPut(_, inv, _)
-            | Finishing::Mine(_, inv)) = t.what;
+        for (s, _) in unkeyed {
+            for r in s.regs {
+                res.pool.destroy(r.into_handle());
+            }
+        }
+        let tagged = core::mem::take(&mut st.tagged);
+        for t in tagged {
+            let inv = match t.what {
+                Finishing::ServedGet(_, inv) | Finishing::ServedPut(_, inv, _) => inv,
+                Finishing::Mine(cookie, inv) => {
+                    // A chain whose completion never came: its transfer's MRs are
+                    // destroyed, and it is told so.
+                    if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
+                        x.step = Step::ChainDone(false);
+                    }
+                    inv
+                }
+            };
             for r in inv {
                 res.pool.destroy(r.into_handle());
             }
@@ -1080,7 +1263,7 @@ impl Conn {
             max_msg: p.max_msg,
             max_payload: p.max_payload,
             max_regs: p.max_regs,
-            max_credits: p.queue_depth.min(255) as u8 + EXTRA as u8,
+            max_credits: credits::limit(p.queue_depth),
             checksum: false,
             local_stamp: self.iface.stamp,
             peer_stamp: st.peer_stamp,
@@ -1089,18 +1272,20 @@ impl Conn {
 
     /// Sends a message; `noop` may take the last credit. `EAGAIN` when no credit or slot.
     fn send_locked(&self, st: &mut ConnState, body: Body<'_>, noop: bool) -> Result {
-        self.post_locked(st, noop, |_| Ok(None), |_| body, None)
+        let kind = if noop { Post::Noop } else { Post::Msg };
+        self.post_locked(st, kind, |_| Ok(None), |_| body, None)
             .map(|_| ())
     }
 
-    /// Posts one chain: the work requests `pre` appends (REG_MR, RDMA, LOCAL_INV), then the
-    /// message `body` makes (from the registrations `pre` may return), sent with
-    /// invalidation of `invalidate` at the peer if given. Returns the send slot, whose
-    /// completion is the chain's. On failure nothing was posted.
+    /// Posts one chain: the work requests `pre` appends (REG_MR, RDMA, LOCAL_INV), then
+    /// (unless `kind` is [`Post::Local`]) the message `body` makes (from the registrations
+    /// `pre` may return), sent with invalidation of `invalidate` at the peer if given.
+    /// Returns the send slot, whose completion is the chain's. On failure nothing was
+    /// posted. Messages are encoded within the negotiated `max_msg`.
     fn post_locked<'a>(
         &self,
         st: &mut ConnState,
-        noop: bool,
+        kind: Post,
         pre: impl FnOnce(&mut SendChain) -> Result<Option<Regs>>,
         body: impl FnOnce(Option<&Regs>) -> Body<'a>,
         invalidate: Option<u32>,
@@ -1110,17 +1295,28 @@ impl Conn {
         {
             return Err(not_connected());
         }
-        let need = if noop { 1 } else { 2 };
+        let need = match kind {
+            Post::Msg => 2,
+            Post::Noop => 1,
+            Post::Local => 0,
+        };
         if st.credits < need {
             return Err(EAGAIN);
         }
+        // Dropped before the lock is released, so never the last reference (teardown takes
+        // the connection's under the lock).
         let ep = st.ep.clone().ok_or_else(not_connected)?;
         let (slot, mut chain) = st.tx_free.pop().ok_or(EAGAIN)?;
-        let returned = st.outstanding.min(255);
+        let local = kind == Post::Local;
+        let returned = if local { 0 } else { st.outstanding.min(255) };
         chain.clear();
         let buf = &slot.value().buf;
-        let mangle = st.mangle.take();
+        let max_msg = st.params.map_or(wire::MIN_MSG, |p| p.max_msg) as usize;
+        let mangle = if local { None } else { st.mangle.take() };
         let built = pre(&mut chain).and_then(|regs| {
+            if local {
+                return Ok(());
+            }
             let msg = Msg {
                 credits: returned as u8,
                 src_stamp: self.iface.stamp,
@@ -1129,6 +1325,8 @@ impl Conn {
             };
             let n = buf
                 .with(|b| {
+                    let end = max_msg.min(b.len());
+                    let b = &mut b[..end];
                     let n = wire::encode(&msg, b, false)?;
                     if let Some(m) = mangle {
                         wire::mangle(m, &mut b[..n]);
@@ -1146,20 +1344,28 @@ impl Conn {
         // Never wait for room here (the lock is held, completions need it): callers wait
         // for room in `wait_room` or retry from `pump`.
         match ep.post(chain, &slot, 0) {
+            Ok(()) if local => Ok(slot),
             Ok(()) => {
                 st.credits -= 1;
                 st.outstanding -= returned;
                 st.stats.tx += 1;
                 st.last_tx = Instant::now();
-                if noop {
+                if kind == Post::Noop {
                     st.stats.noops_tx += 1;
                 }
                 Ok(slot)
             }
             Err((e, chain)) => {
-                if let Some(mut chain) = chain {
-                    chain.clear();
-                    st.tx_free.push((slot, chain), GFP_NOWAIT)?;
+                match chain {
+                    Some(mut chain) => {
+                        chain.clear();
+                        st.tx_free.push((slot, chain), GFP_NOWAIT)?;
+                    }
+                    // The device took part of the chain: the state of its MRs is unknown
+                    // until the QP is drained.
+                    None => {
+                        self.on(st, Event::Error, "the device took part of a chain");
+                    }
                 }
                 match e {
                     verbs::PostError::Timeout => Err(EAGAIN),
@@ -1172,7 +1378,25 @@ impl Conn {
     /// Sends what is owed to the peer (answers, requests to serve) as credits and send
     /// slots allow, then a NOOP if credits are owed and nothing went.
     fn pump(&self, st: &mut ConnState) {
-        while !st.owed.is_empty() && st.credits >= 2 && !st.tx_free.is_empty() && self.sq_room(st) {
+        // Sinks whose data is in go first: their keys must die before anything else.
+        while let Some((sink, _)) = st.unkey.first() {
+            if !self.local_room(st, sink.regs.len()) {
+                break;
+            }
+            let Ok((sink, inv)) = st.unkey.remove(0) else {
+                break;
+            };
+            if let Err(why) = self.unkey(st, sink, inv) {
+                self.violation(st, why);
+                return;
+            }
+        }
+        while st.unkey.is_empty()
+            && !st.owed.is_empty()
+            && st.credits >= 2
+            && !st.tx_free.is_empty()
+            && self.sq_room(st)
+        {
             let Ok(o) = st.owed.remove(0) else { break };
             let r = match o {
                 Owed::Pong(cookie) => self.send_locked(
@@ -1222,11 +1446,12 @@ impl Conn {
             }
         }
         let Some(p) = st.params else { return };
-        let hiw = (u32::from(p.queue_depth) / 2).max(1);
-        // Owed messages would carry the credits, unless they are stuck for want of credits
-        // themselves: then the last credit returns ours, so the peer can return its own.
-        let stuck = !st.owed.is_empty() && st.credits < 2;
-        if (st.outstanding >= hiw && st.owed.is_empty()) || (stuck && st.outstanding > 0) {
+        if credits::noop_now(
+            p.queue_depth,
+            st.credits,
+            st.outstanding,
+            !st.owed.is_empty(),
+        ) {
             let _ = self.send_locked(st, Body::Noop, true);
         }
     }
@@ -1235,6 +1460,10 @@ impl Conn {
     /// invalidated with it), and reposts the buffer.
     fn receive(self: &Arc<Self>, slot: &Arc<Completion<RxSlot>>, len: u32, inv: Option<u32>) {
         let mut st = self.st.lock();
+        // A connection going down acts on nothing more (its transfers were failed).
+        if matches!(st.state, State::Closing | State::Closed) {
+            return;
+        }
         let Some(limits) = self.limits(&st) else {
             drop(st);
             return self.fail("message before the connection parameters");
@@ -1285,13 +1514,17 @@ impl Conn {
                         check,
                         regs,
                     }),
-                    Body::PutResult { cookie, status } => Todo::Verdict(cookie, status),
+                    Body::PutResult { cookie, status } => {
+                        Todo::Verdict(cookie, wire::remote_error(status))
+                    }
                     Body::PutAck {
                         cookie,
                         sink_cookie,
                         regs,
                     } => Todo::PutAck(cookie, sink_cookie, regs),
-                    Body::PutNak { cookie, status } => Todo::Failed(cookie, status),
+                    Body::PutNak { cookie, status } => {
+                        Todo::Failed(cookie, wire::remote_error(status))
+                    }
                     Body::Done {
                         get: false,
                         cookie,
@@ -1301,7 +1534,7 @@ impl Conn {
                         get: true,
                         cookie,
                         status,
-                    } => Todo::GetDone(cookie, status),
+                    } => Todo::GetDone(cookie, wire::remote_error(status)),
                 };
                 (m.credits, m.kind(), todo)
             })
@@ -1326,7 +1559,7 @@ impl Conn {
             st.stats.noops_rx += 1;
         }
         st.credits += u32::from(credits);
-        let max = u32::from(limits.max_credits);
+        let max = limits.max_credits;
         if st.credits > max {
             pr_err!(
                 "{} {}: peer returned too many credits\n",
@@ -1336,54 +1569,84 @@ impl Conn {
             self.on(&mut st, Event::Error, "too many credits");
             return;
         }
-        // Only a message of ours may be invalidated remotely, and only a PUT_DONE does it.
-        if inv.is_some() && !matches!(todo, Todo::PutDone(..) | Todo::GetDone(..)) {
-            self.on(&mut st, Event::Error, "unexpected remote invalidation");
-            return;
-        }
-        let r = match todo {
-            Todo::Nothing => Ok(()),
-            Todo::Pong(cookie) => st
-                .owed
-                .push(Owed::Pong(cookie), GFP_KERNEL)
-                .map_err(Into::into),
-            Todo::PongSeen(cookie) => {
-                // A pong whose ping gave up waiting is dropped.
-                let _ = Self::step(&mut st, cookie, Step::Done(None));
-                Ok(())
+        // Only a DONE may invalidate remotely, and only when that was negotiated.
+        if inv.is_some() {
+            if !matches!(todo, Todo::PutDone(..) | Todo::GetDone(..)) {
+                return self.violation(
+                    &mut st,
+                    "remote invalidation with a message other than DONE",
+                );
             }
-            Todo::Serve(o) => st.owed.push(o, GFP_KERNEL).map_err(Into::into),
+            if !Self::remote_inv(&st) {
+                return self.violation(&mut st, "bogus remote invalidation: not negotiated");
+            }
+        }
+        let r: core::result::Result<(), &'static str> = match todo {
+            Todo::Nothing => Ok(()),
+            Todo::Pong(cookie) => self.peer_request(&mut st, Owed::Pong(cookie)),
+            Todo::PongSeen(cookie) => Self::step(&mut st, cookie, Kind::Ping, Step::Done(None)),
+            Todo::Serve(o) => self.peer_request(&mut st, o),
             Todo::Verdict(cookie, status) => st
                 .xfers
                 .iter_mut()
-                .find(|x| x.cookie == cookie && x.verdict.is_none())
+                .find(|x| {
+                    x.cookie == cookie
+                        && x.kind == Kind::Put
+                        && x.verdict.is_none()
+                        && x.sent.is_some()
+                })
                 .map(|x| {
                     x.verdict = Some(status);
                     x.moved = true;
                 })
-                .ok_or(EINVAL),
+                .ok_or("PUT_RESULT for an unknown transfer"),
             Todo::PutAck(cookie, sink_cookie, regs) => {
-                Self::step(&mut st, cookie, Step::Acked(sink_cookie)).map(|()| {
-                    if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
-                        x.regs = regs;
+                // The sink's registrations must cover exactly what the PUT asked for,
+                // each one its own, or the source would write short or twice.
+                let size = st.xfers.iter().find(|x| x.cookie == cookie).map(|x| x.size);
+                match size {
+                    Some(size) if wire::regs_cover(&regs, size) => {
+                        Self::step(&mut st, cookie, Kind::Put, Step::Acked(sink_cookie)).map(|()| {
+                            if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
+                                x.regs = regs;
+                            }
+                        })
                     }
-                })
+                    Some(_) => Err("PUT_ACK registrations do not cover the PUT exactly"),
+                    None => Err("PUT_ACK for an unknown transfer"),
+                }
             }
-            Todo::Failed(cookie, status) => Self::step(&mut st, cookie, Step::Failed(status)),
-            Todo::GetDone(cookie, 0) => Self::step(&mut st, cookie, Step::Done(inv)),
-            Todo::GetDone(cookie, status) => Self::step(&mut st, cookie, Step::Failed(status)),
+            Todo::Failed(cookie, status) => {
+                Self::step(&mut st, cookie, Kind::Put, Step::Failed(status))
+            }
+            Todo::GetDone(cookie, 0) => {
+                let expected = st
+                    .xfers
+                    .iter()
+                    .find(|x| x.cookie == cookie)
+                    .map(|x| x.inv_rkey);
+                match expected {
+                    Some(want) if inv.is_some() && inv != want => {
+                        Err("bogus remote invalidation: not the transfer's rkey")
+                    }
+                    _ => Self::step(&mut st, cookie, Kind::Get, Step::Done(inv)),
+                }
+            }
+            Todo::GetDone(cookie, status) if inv.is_none() => {
+                Self::step(&mut st, cookie, Kind::Get, Step::Failed(status))
+            }
+            Todo::GetDone(..) => Err("bogus remote invalidation: a failed GET"),
             Todo::PutDone(sink_cookie, status) => self.sink_done(&mut st, sink_cookie, status, inv),
         };
-        if let Err(e) = r {
+        if let Err(why) = r {
             pr_err!(
-                "{} {}: {:?} handling a {:?}\n",
+                "{} {} {}: bad {:?}\n",
                 self.iface.addr,
+                self.dir(),
                 self.peer,
-                e,
                 kind
             );
-            self.on(&mut st, Event::Error, "protocol error");
-            return;
+            return self.violation(&mut st, why);
         }
         // Repost the buffer: one more credit owed to the peer.
         if let Some(ep) = st.ep.clone() {
@@ -1395,20 +1658,63 @@ impl Conn {
         self.wake(&mut st);
     }
 
-    /// Moves the transfer `cookie` this side started to `step`; a cookie it does not know
-    /// is a protocol error.
-    fn step(st: &mut ConnState, cookie: u64, step: Step) -> Result {
+    /// Moves the transfer `cookie` this side started to `step`; a cookie it does not know,
+    /// or one whose request is not waiting for the peer, is a protocol violation.
+    fn step(
+        st: &mut ConnState,
+        cookie: u64,
+        kind: Kind,
+        step: Step,
+    ) -> core::result::Result<(), &'static str> {
         let x = st
             .xfers
             .iter_mut()
-            .find(|x| x.cookie == cookie)
-            .ok_or(EINVAL)?;
+            .find(|x| x.cookie == cookie && x.sent.is_some())
+            .ok_or("answer for an unknown transfer")?;
+        if x.kind != kind {
+            return Err("answer of another kind of transfer");
+        }
         if !matches!(x.step, Step::Waiting) {
-            return Err(EINVAL);
+            return Err("second answer for a transfer");
         }
         x.step = step;
         x.moved = true;
         Ok(())
+    }
+
+    /// The peer broke the protocol: logs why and fails the connection (only this one).
+    fn violation(&self, st: &mut ConnState, why: &'static str) {
+        pr_err!(
+            "{} {} {}: protocol violation: {}\n",
+            self.iface.addr,
+            self.dir(),
+            self.peer,
+            why
+        );
+        self.on(st, Event::Error, why);
+    }
+
+    /// A request of the peer (ping, PUT, GET) to answer. The peer has at most
+    /// `queue_depth` transfers in flight, so the requests not yet answered and the PUTs
+    /// registered for it stay within that: a peer that exceeds it is closed.
+    fn peer_request(&self, st: &mut ConnState, o: Owed) -> core::result::Result<(), &'static str> {
+        let depth = st.params.map_or(0, |p| usize::from(p.queue_depth));
+        if st.owed.len() + st.sinks.len() >= depth {
+            return Err("more transfers in flight than the queue depth");
+        }
+        if let Owed::Get { size, regs, .. } = &o {
+            if !wire::regs_cover(regs, *size) {
+                return Err("GET_REQ registrations advertise an rkey twice");
+            }
+        }
+        // Within the room reserved at setup: no allocation here.
+        st.owed.push(o, GFP_NOWAIT).map_err(|_| "out of memory")
+    }
+
+    /// Whether a chain of `n` local work requests (no message) can be posted now.
+    fn local_room(&self, st: &ConnState, n: usize) -> bool {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        !st.tx_free.is_empty() && st.ep.as_ref().is_some_and(|ep| ep.sq_room() >= n)
     }
 
     fn remote_inv(st: &ConnState) -> bool {
@@ -1419,42 +1725,64 @@ impl Conn {
 
     /// The sink of a PUT: registers a buffer and answers PUT_ACK with its registrations
     /// (the REG_MRs go first in the same chain). Without MRs or memory it answers PUT_NAK
-    /// (`-EAGAIN`: busy, the source retries).
+    /// (`-EAGAIN`: busy, the source retries); a buffer this device would split into more
+    /// registrations than negotiated is refused with `-EMSGSIZE`.
     fn serve_put(&self, st: &mut ConnState, cookie: u64, size: u64, how: SinkCheck) -> Result {
         let res = self.iface.res.clone();
         let sink_cookie = st.next_cookie;
         st.next_cookie += 1;
+        let max_regs = st.params.map_or(0, |p| u32::from(p.max_regs));
+        let short = self.iface.hook(Misbehave::Short);
         let mut regs = KVec::new();
         let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
-        let r = self.iface.serving_region(size as usize).and_then(|region| {
-            self.post_locked(
-                st,
-                false,
-                |chain| {
-                    region.register(&res, access, chain, &mut regs, None)?;
-                    Ok(Some(region::advertise(&regs)?))
-                },
-                |r| Body::PutAck {
-                    cookie,
-                    sink_cookie,
-                    regs: r.copied().unwrap_or(Regs::new()),
-                },
-                None,
-            )
-            .map(|_| region)
-        });
+        let r = st.sinks.reserve(1, GFP_NOWAIT).map_err(Error::from);
+        let r = r
+            // A sink's buffer is cut as the interface says (`mr_pages`).
+            .and_then(|()| self.iface.serving_region(size as usize, self.iface.geo))
+            .and_then(|region| {
+                if region.nmrs() > max_regs {
+                    pr_err!(
+                        "{} <- {}: a PUT of {} bytes needs {} registrations here, more than \
+                     max_regs={}\n",
+                        self.iface.addr,
+                        self.peer,
+                        size,
+                        region.nmrs(),
+                        max_regs
+                    );
+                    return Err(EMSGSIZE);
+                }
+                self.post_locked(
+                    st,
+                    Post::Msg,
+                    |chain| {
+                        region.register(&res, access, chain, &mut regs, None)?;
+                        let mut adv = region::advertise(&regs)?;
+                        if short {
+                            adv.shorten();
+                        }
+                        Ok(Some(adv))
+                    },
+                    |r| Body::PutAck {
+                        cookie,
+                        sink_cookie,
+                        regs: r.copied().unwrap_or(Regs::new()),
+                    },
+                    None,
+                )
+                .map(|_| region)
+            });
         match r {
             Ok(region) => {
-                st.sinks.push(
-                    Sink {
-                        since: Instant::now(),
-                        sink_cookie,
-                        how,
-                        region,
-                        regs,
-                    },
-                    GFP_KERNEL,
-                )?;
+                let sink = Sink {
+                    since: Instant::now(),
+                    sink_cookie,
+                    how,
+                    region,
+                    regs,
+                };
+                // Within the capacity reserved above.
+                let _ = st.sinks.push(sink, GFP_NOWAIT);
                 Ok(())
             }
             Err(e) => {
@@ -1468,9 +1796,10 @@ impl Conn {
         }
     }
 
-    /// The source of a GET: writes a buffer (holding the pattern of `seed` unless `check`
-    /// is none) into the requester's registrations, invalidates its own, and answers
-    /// GET_DONE with the remote invalidation of the requester's first registration.
+    /// The source of a GET: writes a buffer (holding the pattern of `seed`, or zeros with
+    /// check none: a served buffer never carries bytes of an earlier transfer) into the
+    /// requester's registrations, invalidates its own, and answers GET_DONE with the remote
+    /// invalidation of the requester's first registration.
     fn serve_get(
         &self,
         st: &mut ConnState,
@@ -1483,29 +1812,49 @@ impl Conn {
         let res = self.iface.res.clone();
         let mut local = KVec::new();
         let mut inv = KVec::new();
-        let remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
-        let r = self.iface.serving_region(size as usize).and_then(|region| {
-            region::write_pattern(&region, seed, check)?;
-            self.iface.corrupt_hook(&region)?;
-            self.post_locked(
-                st,
-                false,
-                |chain| {
-                    let (remote, none) = (regs.as_slice(), KVec::new());
-                    region::source_chain(&res, &region, remote, none, chain, &mut local, &mut inv)?;
-                    Ok(None)
-                },
-                |_| Body::Done {
-                    get: true,
-                    cookie,
-                    status: 0,
-                },
-                remote_inv,
-            )
-            .map(|slot| (slot, region))
-        });
+        let mut remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
+        if regs.as_slice().len() > 1 && self.iface.hook(Misbehave::BogusInv) {
+            remote_inv = regs.as_slice().last().map(|r| r.rkey);
+        }
+        if self.iface.hook(Misbehave::RecordGet) {
+            *self.iface.served_get.lock() = Some(*regs);
+        }
+        let geo = self.iface.res.geo;
+        let r = self
+            .iface
+            .serving_region(size as usize, geo)
+            .and_then(|region| {
+                region::fill(&region, seed, check)?;
+                self.iface.corrupt_hook(&region)?;
+                self.post_locked(
+                    st,
+                    Post::Msg,
+                    |chain| {
+                        let (remote, none) = (regs.as_slice(), KVec::new());
+                        region::source_chain(
+                            &res, &region, remote, none, chain, &mut local, &mut inv,
+                        )?;
+                        Ok(None)
+                    },
+                    |_| Body::Done {
+                        get: true,
+                        cookie,
+                        status: 0,
+                    },
+                    remote_inv,
+                )
+                .map(|slot| (slot, region))
+            });
         match r {
             Ok((slot, region)) => {
+                if self.iface.hook(Misbehave::DupDone) {
+                    let done = Body::Done {
+                        get: true,
+                        cookie,
+                        status: 0,
+                    };
+                    let _ = self.send_locked(st, done, false);
+                }
                 st.tagged.push(
                     Tagged {
                         slot,
@@ -1532,21 +1881,31 @@ impl Conn {
         }
     }
 
-    /// PUT_DONE at the sink: the registration the source invalidated is dead; the others
-    /// are invalidated here (LOCAL_INV, chained before a NOOP) before the data is checked.
+    /// PUT_DONE at the sink: the source's data is in (or, with an error status, never
+    /// will be). The remote invalidation, if any, must be of the first registration
+    /// advertised; then the sink's keys are killed ([`Conn::unkey`]).
     fn sink_done(
         &self,
         st: &mut ConnState,
         sink_cookie: u64,
         status: i32,
         inv: Option<u32>,
-    ) -> Result {
+    ) -> core::result::Result<(), &'static str> {
         let pos = st
             .sinks
             .iter()
             .position(|s| s.sink_cookie == sink_cookie)
-            .ok_or(EINVAL)?;
-        let mut sink = st.sinks.remove(pos).map_err(|_| EINVAL)?;
+            .ok_or("PUT_DONE for an unknown transfer")?;
+        let first = st.sinks[pos].regs.first().map(|r| r.rkey());
+        if inv.is_some() && inv != first {
+            // The sink stays for teardown, which destroys its MRs once the QP is drained.
+            return Err("bogus remote invalidation: not the transfer's rkey");
+        }
+        let sink = st
+            .sinks
+            .remove(pos)
+            .map_err(|_| "PUT_DONE for an unknown transfer")?;
+        let mut sink = sink;
         if status != 0 {
             pr_err!(
                 "{} {}: the source failed a PUT: {}\n",
@@ -1554,50 +1913,78 @@ impl Conn {
                 self.peer,
                 status
             );
+            // Its data never fully arrived: nothing to check, no verdict owed (the source
+            // has forgotten the transfer).
+            sink.how.check = Check::None;
         }
         if inv.is_some() {
             st.stats.remote_inv += 1;
         }
+        if !self.local_room(st, sink.regs.len()) {
+            // A transient lack of a send slot or room: the next pump posts it.
+            return st
+                .unkey
+                .push((sink, inv), GFP_NOWAIT)
+                .map_err(|_| "out of memory");
+        }
+        self.unkey(st, sink, inv)
+    }
+
+    /// Kills the keys of a sink whose PUT_DONE arrived, then checks its data: the
+    /// registration the peer invalidated is dead; the others get a LOCAL_INV in a chain of
+    /// their own (no message, so no credit), and the data is checked when it completes.
+    /// The caller made sure there is a send slot and room ([`Conn::local_room`]).
+    fn unkey(
+        &self,
+        st: &mut ConnState,
+        mut sink: Sink,
+        inv: Option<u32>,
+    ) -> core::result::Result<(), &'static str> {
         let res = self.iface.res.clone();
         let mut pending = KVec::new();
         let mut regs = core::mem::take(&mut sink.regs);
-        let mut chain_r = Ok(());
-        if regs.len() > 1 || inv.is_none() || inv != Some(regs[0].rkey()) {
-            // LOCAL_INV of what the peer did not invalidate, completed by a NOOP.
-            let r = self.post_locked(
-                st,
-                true,
-                |chain| {
-                    region::invalidate(&res, &mut regs, inv, chain, &mut pending)?;
-                    Ok(None)
-                },
-                |_| Body::Noop,
-                None,
-            );
-            match r {
-                Ok(slot) => {
-                    return st
-                        .tagged
-                        .push(
-                            Tagged {
-                                slot,
-                                what: Finishing::ServedPut(sink.region, pending, sink.how),
-                            },
-                            GFP_KERNEL,
-                        )
-                        .map_err(Into::into);
-                }
-                Err(e) => chain_r = Err(e),
-            }
-        } else {
-            // The only registration was invalidated by the peer.
-            region::invalidate(&res, &mut regs, inv, &mut SendChain::empty(), &mut pending)?;
+        if regs.len() == 1 && inv.is_some() {
+            // The only registration was invalidated by the peer (checked by the caller).
+            region::invalidate(&res, &mut regs, inv, &mut SendChain::empty(), &mut pending)
+                .map_err(|_| "out of memory")?;
+            let r = self.check_sink(st, &sink.region, sink.how);
+            self.iface.recycle(sink.region);
+            return r.map_err(|_| "out of memory");
         }
-        give_up(&res, &mut regs, &mut pending);
-        chain_r?;
-        let r = self.check_sink(st, &sink.region, sink.how);
-        self.iface.recycle(sink.region);
-        r
+        st.tagged
+            .reserve(1, GFP_NOWAIT)
+            .map_err(|_| "out of memory")?;
+        let r = self.post_locked(
+            st,
+            Post::Local,
+            |chain| {
+                region::invalidate(&res, &mut regs, inv, chain, &mut pending)?;
+                Ok(None)
+            },
+            |_| Body::Noop,
+            None,
+        );
+        match r {
+            Ok(slot) => {
+                // Within the capacity reserved above.
+                let _ = st.tagged.push(
+                    Tagged {
+                        slot,
+                        what: Finishing::ServedPut(sink.region, pending, sink.how),
+                    },
+                    GFP_NOWAIT,
+                );
+                Ok(())
+            }
+            Err(_) => {
+                // Nothing posted, but the keys may still be named by a chain in flight:
+                // destroyed MRs die once the QP is drained, and the buffer stays with the
+                // connection (teardown frees it after the drain).
+                give_up(&res, &mut regs, &mut pending);
+                let _ = st.sinks.push(sink, GFP_NOWAIT);
+                Err("cannot invalidate a PUT's registrations")
+            }
+        }
     }
 
     /// Checks the data of a PUT this side received (its registrations are dead) and owes
@@ -1677,6 +2064,25 @@ impl Conn {
             matches!(x.step, Step::Waiting | Step::Acked(_))
                 && x.sent.is_some_and(|t| t.elapsed() > limit)
         }) || st.sinks.iter().any(|s| s.since.elapsed() > limit);
+        // New requests wait for a place and credits without a deadline of their own: the
+        // first in line waits at most for the oldest transfer in flight, which the check
+        // above bounds by the timeout. One that waited twice that means the peer keeps
+        // its credits (or the send queue is stuck): the connection fails.
+        let stuck = st.room_q.first().is_some_and(|(_, since)| {
+            since.elapsed() > Delta::from_millis(2 * i64::from(timeout_ms))
+        });
+        if stuck {
+            pr_err!(
+                "{} {} {}: no room for a request in {} ms (credits {})\n",
+                self.iface.addr,
+                self.dir(),
+                self.peer,
+                2 * u64::from(timeout_ms),
+                st.credits
+            );
+            self.on(&mut st, Event::Error, "no credits returned");
+            return;
+        }
         if late {
             pr_err!(
                 "{} {} {}: transfer timed out\n",
@@ -1709,7 +2115,7 @@ impl Conn {
     }
 
     /// Starts tracking a transfer this side initiates; returns its cookie.
-    fn new_xfer(st: &mut ConnState) -> Result<u64> {
+    fn new_xfer(st: &mut ConnState, kind: Kind) -> Result<u64> {
         let cookie = st.next_cookie;
         st.next_cookie += 1;
         let waiter = Arc::pin_init(
@@ -1721,23 +2127,39 @@ impl Conn {
         st.xfers.push(
             Xfer {
                 cookie,
+                kind,
                 waiter,
                 moved: false,
                 sent: None,
                 step: Step::Waiting,
                 verdict: None,
                 regs: Regs::new(),
+                size: 0,
+                inv_rkey: None,
             },
             GFP_KERNEL,
         )?;
         Ok(cookie)
     }
 
-    /// The request of transfer `cookie` went out: its timeout starts.
-    fn sent(st: &mut ConnState, cookie: u64) {
+    /// The request of transfer `cookie`, of `size` bytes, went out: its timeout starts, and
+    /// it counts against the queue depth until it is forgotten.
+    fn sent(st: &mut ConnState, cookie: u64, size: u64) {
         if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
             x.sent = Some(Instant::now());
+            x.size = size;
         }
+    }
+
+    /// Stops tracking transfer `cookie`: its place in the queue depth is free.
+    fn forget_xfer(&self, st: &mut ConnState, cookie: u64) {
+        st.xfers.retain(|x| x.cookie != cookie);
+        self.cv.notify_all();
+    }
+
+    /// Transfers of this side whose request went out and that are not finished.
+    fn in_flight(st: &ConnState) -> usize {
+        st.xfers.iter().filter(|x| x.sent.is_some()).count()
     }
 
     /// Refuses a transfer of `region` that the connection's negotiated limits do not allow
@@ -1765,26 +2187,62 @@ impl Conn {
     fn sq_room(&self, st: &ConnState) -> bool {
         let need = st
             .params
-            .map(|p| Self::chain_wrs(&self.iface.res, p.max_payload))
+            .map(|p| Self::chain_wrs(&self.iface.res, p.max_payload, p.max_regs))
             .unwrap_or(1);
         st.ep.as_ref().is_some_and(|ep| ep.sq_room() >= need)
     }
 
-    /// Waits up to `left` until a request can go: two credits, a send slot, room in the
-    /// send queue for a transfer, and nothing owed to the peer (answers go first).
-    fn wait_room(&self, st: &mut MutexGuard<'_, ConnState>, left: &mut Jiffies) -> Result {
-        while st.credits < 2 || st.tx_free.is_empty() || !st.owed.is_empty() || !self.sq_room(st) {
-            if st.state != State::Established {
-                return Err(not_connected());
+    /// Whether what `room` describes can be posted now ([`Room`]).
+    fn has_room(&self, st: &ConnState, room: Room) -> bool {
+        let depth = st.params.map_or(0, |p| usize::from(p.queue_depth));
+        let message = || {
+            st.credits >= 2
+                && !st.tx_free.is_empty()
+                && st.owed.is_empty()
+                && st.unkey.is_empty()
+                && self.sq_room(st)
+        };
+        match room {
+            Room::Request => {
+                message()
+                    && (Self::in_flight(st) < depth
+                        || self.iface.armed(Misbehave::Flood) && self.iface.hook(Misbehave::Flood))
             }
-            if *left == 0 {
-                return Err(ETIMEDOUT);
-            }
-            if !wait::step(&self.cv, st, left) {
-                return Err(ERESTARTSYS);
-            }
+            Room::Message => message(),
+            Room::Local(n) => self.local_room(st, n),
         }
-        Ok(())
+    }
+
+    /// Waits until what `room` describes can be posted ([`Conn::has_room`]); new requests
+    /// wait in arrival order, behind the transfers already in flight. There is no deadline:
+    /// a transfer waits for credits as long as the connection is healthy (the periodic
+    /// check fails a connection whose peer returns none within the timeout). Ends early
+    /// when the connection fails or a signal arrives.
+    fn wait_room(&self, st: &mut MutexGuard<'_, ConnState>, room: Room) -> Result {
+        let new = room == Room::Request;
+        let ticket = st.room_next;
+        if new {
+            st.room_next += 1;
+            st.room_q.push((ticket, Instant::now()), GFP_KERNEL)?;
+        }
+        let r = loop {
+            if st.state != State::Established {
+                break Err(not_connected());
+            }
+            let turn = !new || st.room_q.first().is_some_and(|(t, _)| *t == ticket);
+            if turn && self.has_room(st, room) {
+                break Ok(());
+            }
+            if self.cv.wait_interruptible(st) {
+                break Err(ERESTARTSYS);
+            }
+        };
+        if new {
+            st.room_q.retain(|(t, _)| *t != ticket);
+            // The next in line may go now.
+            self.cv.notify_all();
+        }
+        r
     }
 
     /// Waits up to `left` until transfer `cookie` is as `done` wants it; returns its step
@@ -1810,13 +2268,18 @@ impl Conn {
             if matches!(st.state, State::Closing | State::Closed) {
                 return Err(not_connected());
             }
-            if *left == 0 {
+            let gave_up = if *left == 0 {
                 pr_err!("{} -> {}: transfer timed out\n", self.iface.addr, self.peer);
-                return Err(ETIMEDOUT);
-            }
-            if !wait::step(&waiter.cv, st, left) {
-                return Err(ERESTARTSYS);
-            }
+                ETIMEDOUT
+            } else if !wait::step(&waiter.cv, st, left) {
+                ERESTARTSYS
+            } else {
+                continue;
+            };
+            // The peer still counts the transfer (its answer would come for a transfer
+            // forgotten here, and its place would be taken twice): the connection goes.
+            self.on(st, Event::Error, "a transfer gave up waiting for its peer");
+            return Err(gave_up);
         }
     }
 
@@ -1858,27 +2321,28 @@ impl Conn {
 
     /// One try of a transfer of `region`: takes its MRs first, without the lock (serving
     /// never waits for MRs, so a transfer that holds the peer's MRs must not wait for its
-    /// own), then runs `steps` under the lock with a new transfer's cookie, the time left
+    /// own), then runs `steps` under the lock with a new transfer's cookie, its timeout
     /// and those MRs; forgets the transfer and gives back the MRs `steps` did not use.
     fn one_try<T>(
         &self,
         region: &Region,
+        kind: Kind,
         ms: u32,
         steps: impl FnOnce(
             &mut MutexGuard<'_, ConnState>,
             &Arc<DevRes>,
             u64,
-            &mut Jiffies,
+            u32,
             &mut KVec<FrMr<Free>>,
         ) -> Result<T>,
     ) -> Result<T> {
         let res = self.iface.res.clone();
+        self.pool_can_serve(region)?;
         let mut free = region.take(&res, res.pool.reserve(), Some(ms))?;
-        let mut left = msecs_to_jiffies(ms);
         let mut st = self.st.lock();
-        let r = Self::new_xfer(&mut st).and_then(|cookie| {
-            let r = steps(&mut st, &res, cookie, &mut left, &mut free);
-            st.xfers.retain(|x| x.cookie != cookie);
+        let r = Self::new_xfer(&mut st, kind).and_then(|cookie| {
+            let r = steps(&mut st, &res, cookie, ms, &mut free);
+            self.forget_xfer(&mut st, cookie);
             r
         });
         drop(st);
@@ -1888,10 +2352,41 @@ impl Conn {
         r
     }
 
+    /// Refuses at once (`EMSGSIZE`, naming the limit) a transfer that can never complete
+    /// because its peer is an interface on the same device, so both ends take MRs from one
+    /// pool, and together they need more than `pool_max`.
+    fn pool_can_serve(&self, region: &Region) -> Result {
+        let same = self.st.lock().same_pool;
+        if !same {
+            return Ok(());
+        }
+        let res = &self.iface.res;
+        let size: u64 = region.lens().iter().sum();
+        let peer = res.geo.max_mrs_for(size);
+        let need = region.nmrs().saturating_add(peer);
+        let max = res.pool.max();
+        if need > max {
+            pr_err!(
+                "{} -> {}: a transfer of {} bytes to this node needs {} MRs of {}'s pool at \
+                 once ({} here, {} at the peer), more than pool_max={}\n",
+                self.iface.addr,
+                self.peer,
+                size,
+                need,
+                res.name(),
+                region.nmrs(),
+                peer,
+                max
+            );
+            return Err(EMSGSIZE);
+        }
+        Ok(())
+    }
+
     /// One PUT try; returns the sink's registrations (for the stale rkey test).
     fn put_once(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result<Regs> {
-        self.one_try(region, ms, |st, res, cookie, left, free| {
-            self.put_steps(st, res, region, cookie, (seed, check), left, free)
+        self.one_try(region, Kind::Put, ms, |st, res, cookie, ms, free| {
+            self.put_steps(st, res, region, cookie, (seed, check), ms, free)
         })
     }
 
@@ -1903,11 +2398,11 @@ impl Conn {
         region: &Region,
         cookie: u64,
         (seed, check): (u32, Check),
-        left: &mut Jiffies,
+        ms: u32,
         free: &mut KVec<FrMr<Free>>,
     ) -> Result<Regs> {
         self.fits(st, region)?;
-        self.wait_room(st, left)?;
+        self.wait_room(st, Room::Request)?;
         let size = region.lens().iter().sum();
         let req = Body::PutReq {
             cookie,
@@ -1916,9 +2411,11 @@ impl Conn {
             check,
         };
         self.send_locked(st, req, false)?;
-        Self::sent(st, cookie);
+        Self::sent(st, cookie, size);
+        // The timeout runs from the request.
+        let mut left = msecs_to_jiffies(ms);
         let sink_cookie =
-            match self.wait_xfer(st, cookie, left, |x| !matches!(x.step, Step::Waiting))? {
+            match self.wait_xfer(st, cookie, &mut left, |x| !matches!(x.step, Step::Waiting))? {
                 (Step::Acked(s), _) => s,
                 (Step::Failed(e), _) => return Err(Error::from_errno(e)),
                 _ => return Err(EINVAL),
@@ -1929,59 +2426,166 @@ impl Conn {
             .find(|x| x.cookie == cookie)
             .map(|x| x.regs)
             .ok_or(EINVAL)?;
-        self.wait_room(st, left)?;
+        // The sink's keys are live from here: every way out tells it, or fails the
+        // connection.
+        let sink_cookie = if self.iface.hook(Misbehave::UnknownDone) {
+            sink_cookie ^ (1 << 62)
+        } else {
+            sink_cookie
+        };
         let mut local = KVec::new();
         let mut inv = KVec::new();
         let remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
-        let taken = core::mem::take(free);
-        let r = self.post_locked(
-            st,
-            false,
-            |chain| {
-                let remote = regs.as_slice();
-                region::source_chain(res, region, remote, taken, chain, &mut local, &mut inv)?;
-                Ok(None)
-            },
-            |_| Body::Done {
-                get: false,
-                cookie: sink_cookie,
-                status: 0,
-            },
-            remote_inv,
-        );
-        match r {
-            Ok(slot) => st.tagged.push(
-                Tagged {
-                    slot,
-                    what: Finishing::Mine(cookie, inv),
-                },
-                GFP_KERNEL,
-            )?,
+        let posted = st
+            .tagged
+            .reserve(1, GFP_KERNEL)
+            .map_err(Error::from)
+            .and_then(|()| self.wait_room(st, Room::Message))
+            .and_then(|()| {
+                // Taken only now: on the way out before this, they go back to the pool.
+                let taken = core::mem::take(free);
+                self.post_locked(
+                    st,
+                    Post::Msg,
+                    |chain| {
+                        let remote = regs.as_slice();
+                        region::source_chain(
+                            res, region, remote, taken, chain, &mut local, &mut inv,
+                        )?;
+                        Ok(None)
+                    },
+                    |_| Body::Done {
+                        get: false,
+                        cookie: sink_cookie,
+                        status: 0,
+                    },
+                    remote_inv,
+                )
+            });
+        match posted {
+            // Within the capacity reserved above.
+            Ok(slot) => {
+                let _ = st.tagged.push(
+                    Tagged {
+                        slot,
+                        what: Finishing::Mine(cookie, inv),
+                    },
+                    GFP_NOWAIT,
+                );
+            }
             Err(e) => {
+                if st.state != State::Established {
+                    // The device may have taken part of the chain: the buffer is its own
+                    // until the QP is drained.
+                    self.wait_drained(st, cookie);
+                }
                 give_up(res, &mut local, &mut inv);
+                self.abort_put(st, sink_cookie, e);
                 return Err(e);
             }
         }
-        // Done when the chain completed and, with a check, the sink's verdict is in (in
-        // either order: they complete on different queues).
-        let (step, verdict) = self.wait_xfer(st, cookie, left, |x| match x.step {
-            Step::ChainDone(true) => check == Check::None || x.verdict.is_some(),
-            Step::ChainDone(false) | Step::Failed(_) => true,
-            _ => false,
+        // The buffer is the device's until the chain completes, in time or flushed.
+        if !self.settle_chain(st, cookie, &mut left) {
+            return Err(EIO);
+        }
+        // With a check, the sink's verdict (it may arrive before the chain's completion).
+        let (_, verdict) = self.wait_xfer(st, cookie, &mut left, |x| {
+            check == Check::None || x.verdict.is_some()
         })?;
-        match (step, verdict) {
-            (Step::ChainDone(true), None | Some(0)) => Ok(regs),
-            (Step::ChainDone(true), Some(e)) => Err(Error::from_errno(e)),
-            _ => Err(EIO),
+        match verdict {
+            None | Some(0) => Ok(regs),
+            Some(e) => Err(Error::from_errno(e)),
         }
     }
 
-    /// Test hook (`fault` command). With `mangle`, sends a GET whose request is corrupted
-    /// that way: the peer must refuse it and close the connection, so the GET must fail.
-    /// Without, does a PUT and then RDMA-writes with the sink's old rkey: the write must
-    /// fail (the key died with the transfer). `Ok` means the peer behaved.
-    pub(crate) fn fault(&self, mangle: Option<wire::Mangle>, timeout_ms: u32) -> Result {
-        if let Some(m) = mangle {
+    /// A PUT failed after the sink registered its buffer: PUT_DONE with the error, so the
+    /// sink kills its keys at once; if even that cannot go, the connection fails (the
+    /// sink's teardown kills them).
+    fn abort_put(&self, st: &mut ConnState, sink_cookie: u64, e: Error) {
+        let done = Body::Done {
+            get: false,
+            cookie: sink_cookie,
+            status: e.to_errno(),
+        };
+        if self.send_locked(st, done, false).is_err() {
+            self.on(st, Event::Error, "cannot tell the sink that a PUT failed");
+        }
+    }
+
+    /// Waits until the chain of transfer `cookie` (its data, or the LOCAL_INVs of its
+    /// registrations) completes; returns whether it completed without error. When it has
+    /// not within `left` (or a signal came), the connection is failed: the QP flushes the
+    /// chain, whose MRs are then destroyed, never reused. Either way, when this returns no
+    /// work request names the transfer's buffer or MRs any more.
+    fn settle_chain(
+        &self,
+        st: &mut MutexGuard<'_, ConnState>,
+        cookie: u64,
+        left: &mut Jiffies,
+    ) -> bool {
+        let Some(waiter) = st
+            .xfers
+            .iter()
+            .find(|x| x.cookie == cookie)
+            .map(|x| x.waiter.clone())
+        else {
+            return false;
+        };
+        let done = |st: &ConnState| match st.xfers.iter().find(|x| x.cookie == cookie) {
+            Some(x) => match x.step {
+                Step::ChainDone(ok) => Some(ok),
+                // Drained: nothing of the connection is posted any more.
+                _ if st.state == State::Closed => Some(false),
+                _ => None,
+            },
+            None => Some(false),
+        };
+        loop {
+            if let Some(ok) = done(st) {
+                return ok;
+            }
+            if *left == 0 || !wait::step(&waiter.cv, st, left) {
+                break;
+            }
+        }
+        self.on(
+            st,
+            Event::Error,
+            "a transfer's chain did not complete in time",
+        );
+        loop {
+            if let Some(ok) = done(st) {
+                return ok;
+            }
+            // Not interruptible: the flush (or the teardown) always comes.
+            waiter.cv.wait(st);
+        }
+    }
+
+    /// Waits until the connection is drained (closed): after that no work request names
+    /// anything of it.
+    fn wait_drained(&self, st: &mut MutexGuard<'_, ConnState>, cookie: u64) {
+        let waiter = st
+            .xfers
+            .iter()
+            .find(|x| x.cookie == cookie)
+            .map(|x| x.waiter.clone());
+        while st.state != State::Closed {
+            match &waiter {
+                Some(w) => w.cv.wait(st),
+                None => self.cv.wait(st),
+            }
+        }
+    }
+
+    /// Test hook (`fault` command). [`Fault::Mangle`] sends a GET whose request is
+    /// corrupted that way: the peer must refuse it and close the connection, so the GET
+    /// must fail. [`Fault::StaleRkey`] does a PUT and then RDMA-writes with the sink's old
+    /// rkey; [`Fault::StaleGet`] RDMA-writes with the registrations of the last GET this
+    /// interface served (recorded): the write must fail (the keys died with their
+    /// transfers). `Ok` means the peer behaved.
+    pub(crate) fn fault(&self, what: Fault, timeout_ms: u32) -> Result {
+        if let Fault::Mangle(m) = what {
             self.st.lock().mangle = Some(m);
             return match self.get(0, 4096, timeout_ms) {
                 Ok(()) => {
@@ -1996,22 +2600,45 @@ impl Conn {
             };
         }
         let res = self.iface.res.clone();
-        let region = Region::new(&res, 0, 4096)?;
-        let seed = self.iface.seed();
-        region::write_pattern(&region, seed, Check::Full)?;
-        let old = self.put_once(&region, seed, Check::Full, timeout_ms)?;
+        let old = match what {
+            Fault::StaleGet => (*self.iface.served_get.lock()).ok_or(ENOENT)?,
+            _ => {
+                let region = Region::new(&res, 0, 4096)?;
+                let seed = self.iface.seed();
+                region::write_pattern(&region, seed, Check::Full)?;
+                self.put_once(&region, seed, Check::Full, timeout_ms)?
+            }
+        };
+        let size = usize::try_from(old.bytes()).map_err(|_| EINVAL)?;
+        let region = Region::new(&res, 0, size)?;
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut st = self.st.lock();
-        let cookie = Self::new_xfer(&mut st)?;
-        self.wait_room(&mut st, &mut left)?;
+        let cookie = Self::new_xfer(&mut st, Kind::Put)?;
+        let r = self.stale_write(&mut st, &res, &region, &old, cookie, &mut left);
+        self.forget_xfer(&mut st, cookie);
+        r
+    }
+
+    /// The write of [`Conn::fault`] with the sink's old registrations `old`.
+    fn stale_write(
+        &self,
+        st: &mut MutexGuard<'_, ConnState>,
+        res: &Arc<DevRes>,
+        region: &Region,
+        old: &Regs,
+        cookie: u64,
+        left: &mut Jiffies,
+    ) -> Result {
+        self.wait_room(st, Room::Message)?;
+        st.tagged.reserve(1, GFP_KERNEL)?;
         let mut local = KVec::new();
         let mut inv = KVec::new();
         let r = self.post_locked(
-            &mut st,
-            true,
+            st,
+            Post::Noop,
             |chain| {
                 let (remote, none) = (old.as_slice(), KVec::new());
-                region::source_chain(&res, &region, remote, none, chain, &mut local, &mut inv)?;
+                region::source_chain(res, region, remote, none, chain, &mut local, &mut inv)?;
                 Ok(None)
             },
             |_| Body::Noop,
@@ -2020,40 +2647,33 @@ impl Conn {
         let slot = match r {
             Ok(slot) => slot,
             Err(e) => {
-                give_up(&res, &mut local, &mut inv);
+                give_up(res, &mut local, &mut inv);
                 return Err(e);
             }
         };
-        st.tagged.push(
+        // Within the capacity reserved above.
+        let _ = st.tagged.push(
             Tagged {
                 slot,
                 what: Finishing::Mine(cookie, inv),
             },
-            GFP_KERNEL,
-        )?;
-        let outcome = self.wait_xfer(&mut st, cookie, &mut left, |x| {
-            matches!(x.step, Step::ChainDone(_) | Step::Failed(_))
-        });
-        st.xfers.retain(|x| x.cookie != cookie);
-        match outcome {
-            Ok((Step::ChainDone(true), _)) => {
-                pr_err!(
-                    "{} -> {}: an RDMA WRITE with a dead rkey succeeded\n",
-                    self.iface.addr,
-                    self.peer
-                );
-                Err(EIO)
-            }
-            _ => {
-                pr_info!(
-                    "{} -> {}: the sink's old rkey {:#x} was refused\n",
-                    self.iface.addr,
-                    self.peer,
-                    old.as_slice()[0].rkey
-                );
-                Ok(())
-            }
+            GFP_NOWAIT,
+        );
+        if self.settle_chain(st, cookie, left) {
+            pr_err!(
+                "{} -> {}: an RDMA WRITE with a dead rkey succeeded\n",
+                self.iface.addr,
+                self.peer
+            );
+            return Err(EIO);
         }
+        pr_info!(
+            "{} -> {}: the sink's old rkey {:#x} was refused\n",
+            self.iface.addr,
+            self.peer,
+            old.as_slice()[0].rkey
+        );
+        Ok(())
     }
 
     /// PUT of `len` bytes at `offset` into the first page of a new buffer, fully checked.
@@ -2070,8 +2690,8 @@ impl Conn {
 
     /// GET: moves `len(region)` bytes from the peer into `region`. Unless `check` is none
     /// the peer writes the pattern of `seed` and it is checked here: `EBADMSG` means the
-    /// data is corrupt. The local registrations are dead before this returns. Retried
-    /// while the peer is busy.
+    /// data is corrupt. The local registrations are dead before this returns, whatever it
+    /// returns. Retried while the peer is busy.
     pub(crate) fn get_region(
         &self,
         region: &Region,
@@ -2095,21 +2715,13 @@ impl Conn {
 
     /// One GET try.
     fn get_once(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result {
-        self.one_try(region, ms, |st, res, cookie, left, free| {
+        self.one_try(region, Kind::Get, ms, |st, res, cookie, ms, free| {
             let mut local = KVec::new();
-            let r = self.get_steps(
-                st,
-                res,
-                region,
-                cookie,
-                (seed, check),
-                left,
-                &mut local,
-                free,
-            );
+            let r = self.get_steps(st, res, region, cookie, (seed, check), ms, &mut local, free);
             let inv = r.as_ref().ok().copied().flatten();
-            // Whatever happened, the registrations die before the transfer is reported.
-            let k = self.kill_mine(st, res, cookie, &mut local, inv, left);
+            // Whatever happened, the registrations die before the transfer is reported,
+            // with a time of their own (the transfer's may be spent).
+            let k = self.kill_mine(st, res, cookie, &mut local, inv, ms);
             r.and(k)
         })
     }
@@ -2122,18 +2734,18 @@ impl Conn {
         region: &Region,
         cookie: u64,
         (seed, check): (u32, Check),
-        left: &mut Jiffies,
+        ms: u32,
         local: &mut KVec<FrMr<Registered>>,
         free: &mut KVec<FrMr<Free>>,
     ) -> Result<Option<u32>> {
         self.fits(st, region)?;
-        self.wait_room(st, left)?;
+        self.wait_room(st, Room::Request)?;
         let size = region.lens().iter().sum();
         let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
         let taken = core::mem::take(free);
-        self.post_locked(
+        let posted = self.post_locked(
             st,
-            false,
+            Post::Msg,
             |chain| {
                 region.register_taken(res, access, chain, local, taken)?;
                 Ok(Some(region::advertise(local)?))
@@ -2146,18 +2758,35 @@ impl Conn {
                 regs: r.copied().unwrap_or(Regs::new()),
             },
             None,
-        )?;
-        Self::sent(st, cookie);
-        match self.wait_xfer(st, cookie, left, |x| !matches!(x.step, Step::Waiting))? {
+        );
+        if let Err(e) = posted {
+            // Never posted: destroying them kills the keys now; unless the device took part
+            // of the chain (the connection failed): then only once the QP is drained.
+            if st.state != State::Established {
+                self.wait_drained(st, cookie);
+            }
+            give_up(res, local, &mut KVec::new());
+            return Err(e);
+        }
+        let first = local.first().map(|r| r.rkey());
+        if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
+            x.inv_rkey = first;
+        }
+        Self::sent(st, cookie, size);
+        let mut left = msecs_to_jiffies(ms);
+        match self.wait_xfer(st, cookie, &mut left, |x| !matches!(x.step, Step::Waiting))? {
             (Step::Done(inv), _) => Ok(inv),
             (Step::Failed(e), _) => Err(Error::from_errno(e)),
             _ => Err(EINVAL),
         }
     }
 
-    /// Invalidates the registrations of a transfer this side started (the one the peer
-    /// invalidated is already dead) and waits for it; MRs of a dead connection are
-    /// destroyed instead.
+    /// Kills the registrations of a transfer this side started (the one the peer
+    /// invalidated is already dead): LOCAL_INVs, waited for up to `ms`. When that cannot
+    /// be confirmed in time, the connection is failed and this returns only once the QP
+    /// is drained and the MRs destroyed (as xprtrdma's `frwr_unmap_sync`): the caller gets
+    /// its buffer back only when every key on it is dead. Answers from the peer no longer
+    /// move the transfer (a second DONE closes the connection).
     fn kill_mine(
         &self,
         st: &mut MutexGuard<'_, ConnState>,
@@ -2165,7 +2794,7 @@ impl Conn {
         cookie: u64,
         local: &mut KVec<FrMr<Registered>>,
         inv: Option<u32>,
-        left: &mut Jiffies,
+        ms: u32,
     ) -> Result {
         if local.is_empty() {
             return Ok(());
@@ -2173,43 +2802,57 @@ impl Conn {
         if inv.is_some() {
             st.stats.remote_inv += 1;
         }
+        if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
+            x.step = Step::Invalidating;
+        }
         if local.len() == 1 && inv.is_some_and(|rkey| rkey == local[0].rkey()) {
             let mut none = KVec::new();
             return region::invalidate(res, local, inv, &mut SendChain::empty(), &mut none);
         }
         let mut pending = KVec::new();
-        let posted = self.wait_room(st, left).and_then(|()| {
-            self.post_locked(
-                st,
-                true,
-                |chain| {
-                    region::invalidate(res, local, inv, chain, &mut pending)?;
-                    Ok(None)
-                },
-                |_| Body::Noop,
-                None,
-            )
-        });
+        let posted = st
+            .tagged
+            .reserve(1, GFP_KERNEL)
+            .map_err(Error::from)
+            .and_then(|()| self.wait_room(st, Room::Local(local.len())))
+            .and_then(|()| {
+                self.post_locked(
+                    st,
+                    Post::Local,
+                    |chain| {
+                        region::invalidate(res, local, inv, chain, &mut pending)?;
+                        Ok(None)
+                    },
+                    |_| Body::Noop,
+                    None,
+                )
+            });
         match posted {
             Ok(slot) => {
-                if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
-                    x.step = Step::Waiting;
-                }
-                st.tagged.push(
+                // Within the capacity reserved above.
+                let _ = st.tagged.push(
                     Tagged {
                         slot,
                         what: Finishing::Mine(cookie, pending),
                     },
-                    GFP_KERNEL,
-                )?;
-                match self.wait_xfer(st, cookie, left, |x| {
-                    matches!(x.step, Step::ChainDone(_) | Step::Failed(_))
-                })? {
-                    (Step::ChainDone(true), _) => Ok(()),
-                    _ => Err(EIO),
+                    GFP_NOWAIT,
+                );
+                let mut left = msecs_to_jiffies(ms);
+                if self.settle_chain(st, cookie, &mut left) {
+                    Ok(())
+                } else {
+                    Err(EIO)
                 }
             }
             Err(e) => {
+                // Not posted, but the request's chain may still name the MRs: their keys
+                // die with the QP. Fail the connection, wait for the drain, destroy them.
+                self.on(
+                    st,
+                    Event::Error,
+                    "cannot invalidate a transfer's registrations",
+                );
+                self.wait_drained(st, cookie);
                 give_up(res, local, &mut pending);
                 Err(e)
             }
@@ -2231,16 +2874,16 @@ impl Conn {
     /// One IMMEDIATE round trip; returns its microseconds.
     pub(crate) fn ping_once(&self, timeout_ms: u32) -> Result<u64> {
         let start = Instant::<Monotonic>::now();
-        let mut left = msecs_to_jiffies(timeout_ms);
         let mut st = self.st.lock();
-        let cookie = Self::new_xfer(&mut st)?;
-        let r = self.wait_room(&mut st, &mut left).and_then(|()| {
+        let cookie = Self::new_xfer(&mut st, Kind::Ping)?;
+        let r = self.wait_room(&mut st, Room::Request).and_then(|()| {
             let ping = Body::Immediate {
                 cookie,
                 payload: b"ping",
             };
             self.send_locked(&mut st, ping, false)?;
-            Self::sent(&mut st, cookie);
+            Self::sent(&mut st, cookie, 0);
+            let mut left = msecs_to_jiffies(timeout_ms);
             match self.wait_xfer(&mut st, cookie, &mut left, |x| {
                 !matches!(x.step, Step::Waiting)
             })? {
@@ -2249,7 +2892,7 @@ impl Conn {
                 _ => Err(EINVAL),
             }
         });
-        st.xfers.retain(|x| x.cookie != cookie);
+        self.forget_xfer(&mut st, cookie);
         drop(st);
         r?;
         Ok(start.elapsed().as_micros_ceil() as u64)
@@ -2303,6 +2946,8 @@ impl Handler for TxSlot {
         conn.finish(&mut st, &this, wc.ok());
         if !wc.ok() {
             conn.wr_failed(&mut st, wc, "send failed");
+            // A flushed chain may be what a transfer waits for.
+            conn.wake(&mut st);
             return;
         }
         // Room for every slot was reserved at setup.
@@ -2337,19 +2982,19 @@ impl CmHandler for Ctx {
                 }
             }
             CmEvent::RouteResolved => {
+                // Under the connection's lock, so teardown either came first (then the
+                // state says so and nothing is set up) or finds everything set up here.
+                // The handler only borrows its endpoint: the connection owns it.
                 if conn_state::next(st.state, Event::RouteResolved).1 != Action::Connect {
                     return;
                 }
                 st.state = State::Connecting;
                 let asked = st.asked;
-                drop(st);
-                let ep_arc: Arc<Endpoint<Ctx>> = ep.into();
+                let res = &conn.iface.res;
+                let caps = Conn::caps(res, asked.queue_depth, asked.max_payload, asked.max_regs);
                 let r = ep
-                    .create_qp(
-                        &conn.iface.res.pd,
-                        Conn::caps(&conn.iface.res, asked.queue_depth, asked.max_payload),
-                    )
-                    .and_then(|()| conn.setup(&ep_arc, asked.queue_depth))
+                    .create_qp(&res.pd, caps)
+                    .and_then(|()| conn.setup(&mut st, &ep, asked.queue_depth))
                     .and_then(|()| {
                         let private = asked.encode();
                         ep.connect(&ConnParam {
@@ -2358,7 +3003,7 @@ impl CmHandler for Ctx {
                         })
                     });
                 if r.is_err() {
-                    conn.fail("connect failed");
+                    conn.on(&mut st, Event::Error, "connect failed");
                 }
             }
             CmEvent::Established(private) => {
@@ -2378,7 +3023,8 @@ impl CmHandler for Ctx {
                     };
                     st.params = Some(granted);
                     st.peer_stamp = granted.stamp;
-                    st.credits = u32::from(granted.queue_depth) + EXTRA;
+                    st.credits = credits::limit(granted.queue_depth);
+                    st.same_pool = conn.iface.res.has_stamp(granted.stamp);
                 }
                 conn.on(&mut st, Event::Established, "");
                 if conn.active {
@@ -2489,41 +3135,75 @@ impl CmHandler for Ctx {
                 Err(EINVAL)
             }
             Answer::Accept(granted) => {
-                if iface.st.lock().closed {
-                    return Err(ENODEV);
-                }
                 let conn = Conn::new(iface.clone(), peer, false, peer_iface, granted)?;
                 {
                     let mut st = conn.st.lock();
                     st.params = Some(granted);
                     st.peer_stamp = granted.dst_stamp;
-                    st.credits = u32::from(granted.queue_depth) + EXTRA;
+                    st.credits = credits::limit(granted.queue_depth);
+                    st.same_pool = iface.res.has_stamp(granted.stamp);
                     conn.on(&mut st, Event::Accepted, "");
                 }
+                // The interface's lock is held from the check that it is open until the
+                // connection is in its list: a shutdown either comes first (and the request
+                // is refused) or finds the connection and tears it down.
+                let mut ist = iface.st.lock();
+                if ist.closed {
+                    return Err(ENODEV);
+                }
+                let accepted = iface.accepted(&ist);
+                if accepted >= iface.max_conns {
+                    drop(ist);
+                    iface.rejects_sent.count(Reason::NoResources);
+                    pr_err!(
+                        "{} <- {}: rejecting: {} connections accepted, the limit (max_conns)\n",
+                        iface.addr,
+                        peer,
+                        accepted
+                    );
+                    let _ = req.reject(&me.params(0, Reason::NoResources as u8).encode());
+                    return Err(EBUSY);
+                }
+                // The push below must not fail once the id is accepted: returning an error
+                // then would make rdma_cm destroy an id the endpoint owns.
+                ist.conns.reserve(1, GFP_KERNEL)?;
                 let private = granted.encode();
                 let setup_conn = conn.clone();
+                let qd = granted.queue_depth;
                 let accepted = req.accept(
                     Ctx::Conn(conn.clone()),
                     &iface.res.pd,
-                    Conn::caps(&iface.res, granted.queue_depth, granted.max_payload),
+                    Conn::caps(&iface.res, qd, granted.max_payload, granted.max_regs),
                     &ConnParam {
                         private: &private,
                         rd_atomic: 16,
                     },
-                    move |ep| setup_conn.setup(ep, granted.queue_depth),
+                    // The endpoint is the connection's before rdma_accept: a message may
+                    // arrive as soon as it is sent, and its buffer must be reposted.
+                    move |ep| {
+                        let mut st = setup_conn.st.lock();
+                        st.ep = Some(ep.clone());
+                        setup_conn.setup(&mut st, ep, qd)
+                    },
                 );
                 match accepted {
-                    Ok(ep) => {
-                        conn.st.lock().ep = Some(ep);
-                        iface.st.lock().conns.push(conn.clone(), GFP_KERNEL)?;
+                    Ok(_) => {
+                        // Within the capacity reserved above.
+                        let _ = ist.conns.push(conn.clone(), GFP_NOWAIT);
+                        drop(ist);
                         iface.close_stale(&conn, granted.dst_stamp);
                         Ok(())
                     }
                     Err(e) => {
-                        // The slots refer to the connection: break the cycle.
+                        drop(ist);
+                        // The slots refer to the connection: break the cycle. The endpoint
+                        // goes with the handler's error (rdma_cm destroys the id).
                         let mut st = conn.st.lock();
                         st.tx_free.clear();
                         st.rx.clear();
+                        let ep = st.ep.take();
+                        drop(st);
+                        drop(ep);
                         Err(e)
                     }
                 }

@@ -60,6 +60,9 @@ pub(crate) struct DevRes {
     pub(crate) pool: Arc<Pool>,
     /// Set when the device is being removed: users stop starting work on it.
     pub(crate) removed: Atomic<bool>,
+    /// The high half of the incarnation stamp of every interface on the device (random):
+    /// a peer whose stamp has it is an interface of this device, sharing its pool.
+    pub(crate) stamp_base: u64,
 }
 
 impl DevRes {
@@ -71,6 +74,16 @@ impl DevRes {
     /// Whether `device` is this one.
     pub(crate) fn is(&self, device: &verbs::Device) -> bool {
         core::ptr::eq(self.pd.device(), device)
+    }
+
+    /// A new incarnation stamp for an interface on this device.
+    pub(crate) fn new_stamp(&self) -> u64 {
+        self.stamp_base | (verbs::incarnation() & 0xffff_ffff)
+    }
+
+    /// Whether `stamp` is that of an interface on this device (see [`DevRes::stamp_base`]).
+    pub(crate) fn has_stamp(&self, stamp: u64) -> bool {
+        stamp & !0xffff_ffff == self.stamp_base
     }
 }
 
@@ -192,6 +205,7 @@ impl verbs::Client for Fastreg {
             &geo,
             self.params.max_payload.into(),
             self.params.queue_depth,
+            Tunables::DEFAULT_MAX_REGS.into(),
         )
         .ok_or(EINVAL)?;
         let pool = Pool::new(pd.clone(), cfg)
@@ -205,6 +219,7 @@ impl verbs::Client for Fastreg {
                 pd,
                 pool,
                 removed: Atomic::new(false),
+                stamp_base: verbs::incarnation() << 32,
             },
             GFP_KERNEL,
         )?;

@@ -10,6 +10,7 @@ mod budget;
 mod command;
 mod conn;
 mod conn_state;
+mod credits;
 mod device;
 mod frag;
 mod limits;
@@ -79,6 +80,10 @@ module! {
             default: crate::params::KEEPALIVE.default,
             description: "Seconds without traffic before a keepalive is sent, 0 disables (0..3600)",
         },
+        max_conns: u32 {
+            default: crate::params::MAX_CONNS.default,
+            description: "Connections an interface accepts at most; more are rejected (1..65536)",
+        },
     },
 }
 
@@ -94,6 +99,7 @@ fn load_params() -> Result<Params> {
         *m::port.value(),
         *m::timeout.value(),
         *m::keepalive.value(),
+        *m::max_conns.value(),
     ];
     Params::validate(raw).map_err(|e| {
         pr_err!("{}\n", report::Show(e));
@@ -119,12 +125,15 @@ struct FastregModule {
     _tick: TickGuard,
     _client: verbs::Registration<Fastreg>,
     _report: report::Report,
+    // Last: operations still queued (their interfaces gone, they fail at once) drain here.
+    _wq: verbs::Workqueue,
 }
 
 impl kernel::Module for FastregModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let params = load_params()?;
         pr_info!("loaded: {}\n", report::Show(params.listing(" ")));
+        let wq = verbs::Workqueue::new()?;
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
         let ifaces = Arc::pin_init(conn::Ifaces::new(), GFP_KERNEL)?;
         let report = report::Report::new(params, devices.clone(), ifaces.clone())?;
@@ -145,6 +154,7 @@ impl kernel::Module for FastregModule {
             _tick: tick,
             _client: client,
             _report: report,
+            _wq: wq,
         })
     }
 }

@@ -63,6 +63,20 @@ impl Geometry {
         })
     }
 
+    /// The same registrations, but of at most `pages` pages each (at least 1, at most
+    /// what the MRs map): a side that cuts its buffers finer than its device must.
+    pub(crate) const fn at_most(self, pages: u32) -> Self {
+        let max_pages = if pages == 0 {
+            1
+        } else if pages < self.max_pages {
+            pages
+        } else {
+            self.max_pages
+        };
+        // INVARIANT: 1 <= max_pages; the page size is unchanged.
+        Self { max_pages, ..self }
+    }
+
     /// The page size of the registrations.
     pub(crate) const fn page_size(&self) -> u64 {
         self.page_size

@@ -442,11 +442,12 @@ impl Slot {
     /// `wait_ms` bounds the wait for MRs; `None` does not wait (`EAGAIN`).
     fn start(&mut self, res: &DevRes, link: &Link, seed: u32, wait_ms: Option<u32>) -> Result {
         self.seed = seed;
-        self.src.buffer().fill(|o| region::pattern(seed, o))?;
-        self.sink.buffer().fill(|o| !region::pattern(seed, o))?;
+        self.src
+            .with_cpu(|b| b.fill(|o| region::pattern(seed, o)))?;
+        self.sink
+            .with_cpu(|b| b.fill(|o| !region::pattern(seed, o)))?;
         self.check
-            .buffer()
-            .fill(|o| region::pattern(seed, o) ^ 0x5a)?;
+            .with_cpu(|b| b.fill(|o| region::pattern(seed, o) ^ 0x5a))?;
         let n =
             (self.src.spans().len() + self.sink.spans().len() + self.check.spans().len()) as u32;
         let mut free: KVec<FrMr<Free>> = KVec::new();
@@ -575,7 +576,8 @@ impl Slot {
         }
         let seed = self.seed;
         for (what, side) in [("sink", &self.sink), ("read-back", &self.check)] {
-            if let Some(off) = side.buffer().first_mismatch(|o| region::pattern(seed, o))? {
+            let first = side.with_cpu(|b| b.first_mismatch(|o| region::pattern(seed, o)))?;
+            if let Some(off) = first {
                 pr_err!(
                     "loopback: {} buffer differs from the source at byte {} of {}\n",
                     what,

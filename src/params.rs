@@ -97,8 +97,17 @@ pub(crate) const KEEPALIVE: Spec = Spec {
     default: 10,
 };
 
+/// Connections an interface accepts at most; requests beyond it are rejected (a peer, or
+/// many, cannot exhaust the node).
+pub(crate) const MAX_CONNS: Spec = Spec {
+    name: "max_conns",
+    min: 1,
+    max: 65536,
+    default: 1024,
+};
+
 /// Every parameter, in the order they are documented and reported.
-pub(crate) const ALL: [Spec; 8] = [
+pub(crate) const ALL: [Spec; 9] = [
     POOL_SIZE,
     POOL_MAX,
     POOL_IDLE,
@@ -107,6 +116,7 @@ pub(crate) const ALL: [Spec; 8] = [
     PORT,
     TIMEOUT,
     KEEPALIVE,
+    MAX_CONNS,
 ];
 
 /// Why a set of parameters was refused.
@@ -177,14 +187,16 @@ pub(crate) struct Params {
     pub(crate) timeout: u32,
     /// See [`KEEPALIVE`].
     pub(crate) keepalive: u32,
+    /// See [`MAX_CONNS`].
+    pub(crate) max_conns: u32,
 }
 
 impl Params {
     /// Validates raw values, given in the order of [`ALL`].
     ///
     /// Returns the first error, in that order, so the message names one parameter.
-    pub(crate) fn validate(raw: [u32; 8]) -> Result<Params, ParamError> {
-        let [pool_size, pool_max, pool_idle, queue_depth, max_payload, port, timeout, keepalive] =
+    pub(crate) fn validate(raw: [u32; 9]) -> Result<Params, ParamError> {
+        let [pool_size, pool_max, pool_idle, queue_depth, max_payload, port, timeout, keepalive, max_conns] =
             raw;
         let params = Params {
             pool_size: POOL_SIZE.check(pool_size)?,
@@ -198,6 +210,7 @@ impl Params {
             })?,
             timeout: TIMEOUT.check(timeout)?,
             keepalive: KEEPALIVE.check(keepalive)?,
+            max_conns: MAX_CONNS.check(max_conns)?,
         };
         if params.pool_size > params.pool_max {
             return Err(ParamError::Exceeds {
@@ -212,7 +225,7 @@ impl Params {
     }
 
     /// The values in the order of [`ALL`], for reporting.
-    pub(crate) fn values(&self) -> [u32; 8] {
+    pub(crate) fn values(&self) -> [u32; 9] {
         [
             self.pool_size,
             self.pool_max,
@@ -222,6 +235,7 @@ impl Params {
             u32::from(self.port),
             self.timeout,
             self.keepalive,
+            self.max_conns,
         ]
     }
 }

@@ -43,7 +43,8 @@ use crate::{
     verbs::{
         FrMr,
         Mr,
-        Pd, //
+        Pd,
+        Tally, //
     },
     wait,
 };
@@ -99,7 +100,8 @@ impl Counters {
 struct Inner {
     /// Free MRs, oldest first, with the time they became free.
     free: KVec<(FrMr<Free>, Instant<Monotonic>)>,
-    /// MRs allocated (free, in use, or being allocated).
+    /// MRs allocated (free, in use, or being allocated), as of the last [`Inner::count`]:
+    /// MRs leave it when their handle is dropped, whatever the path.
     live: u32,
     /// Tickets of the takers waiting for MRs, oldest first: MRs go to the oldest one
     /// (first come, first served), so a taker that gives MRs back and asks again cannot
@@ -127,12 +129,15 @@ impl Inner {
     }
 
     /// Puts a free MR on the free list. Room for every live MR was reserved when it was
-    /// allocated, so this does not allocate; if it failed anyway, the MR is freed and no
-    /// longer counted.
+    /// allocated, so this does not allocate; if it failed anyway, the MR is freed (and no
+    /// longer counted, as every dropped handle).
     fn keep(&mut self, mr: FrMr<Free>, now: Instant<Monotonic>) {
-        if self.free.push((mr, now), GFP_NOWAIT).is_err() {
-            self.live -= 1;
-        }
+        let _ = self.free.push((mr, now), GFP_NOWAIT);
+    }
+
+    /// Takes the MRs whose handles were dropped off the live count.
+    fn count(&mut self, tally: &Tally) {
+        self.live = self.live.saturating_sub(tally.take());
     }
 
     /// Takes `ticket` (if any) out of the queue.
@@ -148,6 +153,8 @@ impl Inner {
 pub(crate) struct Pool {
     pd: Arc<Pd>,
     cfg: PoolConfig,
+    /// Dropped handles of this pool's MRs.
+    tally: Arc<Tally>,
     #[pin]
     inner: Mutex<Inner>,
     #[pin]
@@ -162,10 +169,12 @@ fn inc(c: &Atomic<u64>, n: u64) {
 impl Pool {
     /// A pool on `pd` with `cfg.size` MRs allocated now.
     pub(crate) fn new(pd: Arc<Pd>, cfg: PoolConfig) -> Result<Arc<Self>> {
+        let tally = Tally::new()?;
         let pool = Arc::pin_init(
             pin_init!(Self {
                 pd,
                 cfg,
+                tally,
                 inner <- new_mutex!(
                     Inner {
                         free: KVec::new(),
@@ -203,7 +212,8 @@ impl Pool {
 
     /// (MRs allocated, MRs free).
     pub(crate) fn occupancy(&self) -> (u32, u32) {
-        let inner = self.inner.lock();
+        let mut inner = self.inner.lock();
+        inner.count(&self.tally);
         (inner.live, inner.free.len() as u32)
     }
 
@@ -212,25 +222,31 @@ impl Pool {
     fn allocate(&self, n: u32, out: &mut KVec<FrMr<Free>>) -> Result {
         {
             let mut inner = self.inner.lock();
-            inner.live += n;
-            // Room for every live MR to come back, so `put` never allocates.
-            let want = inner.live as usize;
+            inner.count(&self.tally);
+            // Room for every live MR to come back, so `put` never allocates; counted only
+            // once the room is there.
+            let want = (inner.live + n) as usize;
             let have = inner.free.len();
             inner.free.reserve(want.saturating_sub(have), GFP_KERNEL)?;
+            inner.live += n;
         }
         let start = out.len();
-        for _ in 0..n {
-            match Mr::alloc(&self.pd, self.cfg.mr_pages) {
-                Ok(mr) => {
-                    inc(&self.counters.allocated, 1);
-                    out.push(FrMr::new(mr), GFP_KERNEL)?;
-                }
-                Err(e) => {
-                    out.truncate(start);
-                    self.inner.lock().live -= n;
-                    self.freed.notify_all();
-                    return Err(e);
-                }
+        // On failure the MRs not allocated leave the count here, the allocated ones (whose
+        // handles are counted) as they drop.
+        let fail = |out: &mut KVec<FrMr<Free>>, not_allocated: u32, e: Error| {
+            self.inner.lock().live -= not_allocated;
+            out.truncate(start);
+            self.freed.notify_all();
+            Err(e)
+        };
+        for i in 0..n {
+            let mr = match Mr::alloc(&self.pd, self.cfg.mr_pages) {
+                Ok(mr) => mr.counted(&self.tally),
+                Err(e) => return fail(out, n - i, e),
+            };
+            inc(&self.counters.allocated, 1);
+            if let Err(e) = out.push(FrMr::new(mr), GFP_KERNEL) {
+                return fail(out, n - i - 1, e.into());
             }
         }
         Ok(())
@@ -249,6 +265,11 @@ impl Pool {
     /// find none on the same node.
     pub(crate) fn reserve(&self) -> u32 {
         self.cfg.max / 2
+    }
+
+    /// The most MRs the pool may hold (`pool_max`).
+    pub(crate) fn max(&self) -> u32 {
+        self.cfg.max
     }
 
     /// [`Pool::get`] leaving at least `reserve` MRs free or allocatable after the take.
@@ -364,6 +385,7 @@ impl Pool {
 
     /// Releases idle MRs beyond `pool_size` (the oldest first).
     fn shrink(&self, inner: &mut Inner) {
+        inner.count(&self.tally);
         let idle = Delta::from_secs(self.cfg.idle_secs.into());
         while inner.live > self.cfg.size {
             match inner.free.first() {
@@ -373,7 +395,7 @@ impl Pool {
             if let Ok((mr, _)) = inner.free.remove(0) {
                 drop(mr.into_handle());
             }
-            inner.live -= 1;
+            inner.count(&self.tally);
             inc(&self.counters.released, 1);
         }
     }
@@ -423,9 +445,9 @@ impl Pool {
     /// Destroys an MR whose state is unknown (a work request on it failed): it is never
     /// reused. It is deregistered when the last work request chain naming it is gone.
     pub(crate) fn destroy(&self, mr: Mr) {
+        // Dropping the handle takes it off the live count.
         drop(mr);
         inc(&self.counters.errors, 1);
-        self.inner.lock().live -= 1;
         self.freed.notify_all();
     }
 }

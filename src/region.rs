@@ -12,6 +12,7 @@ use crate::{
     device::DevRes,
     frag::{
         self,
+        Geometry,
         Span, //
     },
     mr_state::state::{
@@ -46,21 +47,43 @@ pub(crate) struct Region {
     sgl: Arc<DmaSgl>,
     spans: KVec<Span>,
     lens: KVec<u64>,
+    /// Pages per registration it was planned with.
+    pages: u32,
 }
 
 impl Region {
     /// Allocates `len` bytes at `offset` into their first page and maps them on `res`.
     pub(crate) fn new(res: &DevRes, offset: usize, len: usize) -> Result<Self> {
+        Self::new_in(res, offset, len, res.geo)
+    }
+
+    /// [`Region::new`], registered in pieces of `geo` (at most the device's MRs).
+    pub(crate) fn new_in(res: &DevRes, offset: usize, len: usize, geo: Geometry) -> Result<Self> {
         let buf = Buffer::new(offset, len)?;
         let sgl = Arc::new(DmaSgl::new(res.pd.device(), buf)?, GFP_KERNEL)?;
         let segs = sgl.segs()?;
         let mut spans = KVec::new();
         let mut lens = KVec::new();
-        for s in frag::plan(&segs, res.geo) {
+        for s in frag::plan(&segs, geo) {
             spans.push(s, GFP_KERNEL)?;
             lens.push(s.len, GFP_KERNEL)?;
         }
-        Ok(Self { sgl, spans, lens })
+        Ok(Self {
+            sgl,
+            spans,
+            lens,
+            pages: geo.max_pages(),
+        })
+    }
+
+    /// Pages per registration it was planned with.
+    pub(crate) fn pages(&self) -> u32 {
+        self.pages
+    }
+
+    /// Runs `f` on the buffer owned by the CPU (see [`DmaSgl::with_cpu`]).
+    pub(crate) fn with_cpu<R>(&self, f: impl FnOnce(&crate::verbs::Buffer) -> R) -> R {
+        self.sgl.with_cpu(f)
     }
 
     /// The buffer.
@@ -181,7 +204,16 @@ pub(crate) fn write_pattern(region: &Region, seed: u32, check: Check) -> Result 
     if check == Check::None {
         return Ok(());
     }
-    region.buffer().fill(|o| pattern(seed, o))
+    region.with_cpu(|b| b.fill(|o| pattern(seed, o)))
+}
+
+/// Fills a buffer about to be sent: the pattern of `seed`, or zeros with [`Check::None`],
+/// so a reused buffer never carries the bytes of an earlier transfer (another peer's).
+pub(crate) fn fill(region: &Region, seed: u32, check: Check) -> Result {
+    if check == Check::None {
+        return region.with_cpu(|b| b.fill(|_| 0));
+    }
+    write_pattern(region, seed, check)
 }
 
 /// The first byte `check` covers where the region's buffer differs from the pattern of
@@ -191,9 +223,7 @@ pub(crate) fn verify(region: &Region, seed: u32, check: Check) -> Result<Option<
         return Ok(None);
     }
     let len = region.buffer().len();
-    region
-        .buffer()
-        .first_mismatch_in(|o| check.covers(o, len), |o| pattern(seed, o))
+    region.with_cpu(|b| b.first_mismatch_in(|o| check.covers(o, len), |o| pattern(seed, o)))
 }
 
 /// What a peer is told about registered MRs: bytes, never pages.

@@ -168,6 +168,8 @@ impl CtlFile {
                     max_payload: tun.max_payload.unwrap_or(d.max_payload),
                     max_regs: tun.max_regs.unwrap_or(d.max_regs),
                     port: tun.port.unwrap_or(d.port),
+                    max_conns: d.max_conns,
+                    mr_pages: tun.mr_pages.unwrap_or(d.mr_pages),
                 };
                 let addr = verbs::SockAddr { ip, port: t.port };
                 // An interface already there is retuned: replaced with the new values.
@@ -272,11 +274,7 @@ impl CtlFile {
                     ),
                 }
             }
-            command::Ctl::Fault {
-                local,
-                peer,
-                mangle,
-            } => {
+            command::Ctl::Fault { local, peer, what } => {
                 let Some(iface) = self.ifaces.find(local) else {
                     return (
                         Err(ENOENT),
@@ -288,7 +286,7 @@ impl CtlFile {
                     port: iface.addr().port,
                 };
                 let timeout_ms = p.timeout.saturating_mul(1000);
-                let r = iface.connect(to).and_then(|c| c.fault(mangle, timeout_ms));
+                let r = iface.connect(to).and_then(|c| c.fault(what, timeout_ms));
                 let text = match &r {
                     Ok(()) => CString::try_from_fmt(fmt!("ok refused")),
                     Err(e) => CString::try_from_fmt(fmt!("error {:?}", e)),
@@ -301,6 +299,16 @@ impl CtlFile {
                     .find(local)
                     .ok_or(ENOENT)
                     .map(|i| i.corrupt_served(n));
+                let text =
+                    CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
+                (r, text)
+            }
+            command::Ctl::Misbehave { local, how, n } => {
+                let r = self
+                    .ifaces
+                    .find(local)
+                    .ok_or(ENOENT)
+                    .map(|i| i.misbehave(how, n));
                 let text =
                     CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
                 (r, text)

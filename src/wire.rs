@@ -119,6 +119,109 @@ impl Regs {
     pub(crate) fn bytes(&self) -> u64 {
         self.as_slice().iter().map(|r| u64::from(r.len)).sum()
     }
+
+    /// Test hook ([`Misbehave::Short`]): the same registrations, one byte shorter.
+    pub(crate) fn shorten(&mut self) {
+        if let Some(last) = self.regs[..self.n].last_mut() {
+            last.len = last.len.saturating_sub(1).max(1);
+        }
+    }
+}
+
+/// Statuses a peer may report for a transfer (PUT_NAK, DONE, PUT_RESULT): 0 or one of
+/// these (Linux's generic errno values, negated). See [`remote_error`].
+pub(crate) mod status {
+    /// Busy: no MR or memory now; the requester retries.
+    pub(crate) const EAGAIN: i32 = -11;
+    /// Out of memory.
+    pub(crate) const ENOMEM: i32 = -12;
+    /// The data was checked and differs.
+    pub(crate) const EBADMSG: i32 = -74;
+    /// Beyond what the peer can register or carry.
+    pub(crate) const EMSGSIZE: i32 = -90;
+    /// Any other failure at the peer.
+    pub(crate) const EREMOTEIO: i32 = -121;
+}
+
+/// The error a transfer reports for a peer's `status`: 0 and the few errors of
+/// [`status`] as they are, anything else as `EREMOTEIO`, so that a peer cannot make a
+/// call fail with an error of its choosing (`ERESTARTSYS` with no signal pending, say).
+pub(crate) const fn remote_error(s: i32) -> i32 {
+    match s {
+        0 | status::EAGAIN | status::ENOMEM | status::EBADMSG | status::EMSGSIZE => s,
+        _ => status::EREMOTEIO,
+    }
+}
+
+/// Whether a peer's registrations `regs` are fit to move a transfer of exactly `size`
+/// bytes: they add up to `size`, no range wraps, and each is a registration of its own
+/// (no rkey twice, so no byte of a registration is advertised twice). Ranges of different
+/// rkeys are in different address spaces (each MR's iova space is its own) and may
+/// overlap as numbers. What the decoder cannot check alone: it does not know what was
+/// asked.
+pub(crate) fn regs_cover(regs: &Regs, size: u64) -> bool {
+    let r = regs.as_slice();
+    if r.is_empty() || regs.bytes() != size {
+        return false;
+    }
+    for (i, a) in r.iter().enumerate() {
+        if a.addr.checked_add(u64::from(a.len)).is_none() {
+            return false;
+        }
+        if r[i + 1..].iter().any(|b| b.rkey == a.rkey) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Test-only misbehaviours of an interface towards its peers (the `misbehave` control
+/// command), to prove that a peer closes the connection naming the reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Misbehave {
+    /// As the sink of a PUT, advertise one byte less than asked.
+    Short = 1,
+    /// As the source of a PUT, send PUT_DONE for a sink cookie that was never given.
+    UnknownDone = 2,
+    /// As the source of a GET, send GET_DONE twice.
+    DupDone = 3,
+    /// As the source of a GET, remember its registrations (for `fault ... stale_get`).
+    RecordGet = 4,
+    /// As the source of a GET of several registrations, invalidate the last one remotely
+    /// instead of the first (the one the requester asked to be invalidated).
+    BogusInv = 5,
+    /// As a client, start requests beyond the negotiated queue depth.
+    Flood = 6,
+}
+
+impl Misbehave {
+    /// The name used by the control command.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Misbehave::Short => "short",
+            Misbehave::UnknownDone => "unknown_done",
+            Misbehave::DupDone => "dup_done",
+            Misbehave::RecordGet => "record_get",
+            Misbehave::BogusInv => "bogus_inv",
+            Misbehave::Flood => "flood",
+        }
+    }
+
+    /// Every misbehaviour.
+    pub(crate) const ALL: [Misbehave; 6] = [
+        Misbehave::Short,
+        Misbehave::UnknownDone,
+        Misbehave::DupDone,
+        Misbehave::RecordGet,
+        Misbehave::BogusInv,
+        Misbehave::Flood,
+    ];
+
+    /// Parses a name.
+    pub(crate) fn parse(s: &str) -> Option<Misbehave> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
+    }
 }
 
 /// How the data of a transfer is checked against its pattern (see
@@ -276,7 +379,7 @@ pub(crate) struct Limits {
     /// Most registrations in one message.
     pub(crate) max_regs: u16,
     /// Most credits one message may return (the queue depth).
-    pub(crate) max_credits: u8,
+    pub(crate) max_credits: u32,
     /// Whether checksums are on.
     pub(crate) checksum: bool,
     /// The local incarnation (a message's `dst_stamp` must match).
@@ -486,7 +589,7 @@ pub(crate) fn decode<'a>(buf: &'a [u8], lim: &Limits) -> Result<Msg<'a>, WireErr
     if src_stamp != lim.peer_stamp || dst_stamp != lim.local_stamp {
         return Err(WireError::Stale);
     }
-    if credits > lim.max_credits {
+    if u32::from(credits) > lim.max_credits {
         return Err(WireError::Credits);
     }
     let b = HDR_LEN;

@@ -232,6 +232,21 @@ impl DmaSgl {
         &self.buffer
     }
 
+    /// Runs `f` on the buffer owned by the CPU: what the device wrote is visible to it
+    /// (`dma_sync_sg_for_cpu`), and what it writes is visible to the device afterwards
+    /// (`..._for_device`). Every CPU access to a mapped buffer goes through here; the
+    /// device must not be using the buffer meanwhile (no registration of it is live).
+    pub(crate) fn with_cpu<R>(&self, f: impl FnOnce(&Buffer) -> R) -> R {
+        let dev = self.device.as_raw();
+        let sgl = self.sgl.as_ptr().cast_mut();
+        // SAFETY: The entries are mapped for this device (type invariant).
+        unsafe { ib::fastreg_ib_dma_sync_sg_for_cpu(dev, sgl, self.nents as i32) };
+        let r = f(&self.buffer);
+        // SAFETY: As above.
+        unsafe { ib::fastreg_ib_dma_sync_sg_for_device(dev, sgl, self.nents as i32) };
+        r
+    }
+
     /// The mapped entries as segments (DMA address and length), for planning registrations.
     pub(crate) fn segs(&self) -> Result<KVec<Seg>> {
         let mut v = KVec::with_capacity(self.mapped, GFP_KERNEL)?;

@@ -23,6 +23,7 @@ use kernel::{
         },
         Arc,
         ArcBorrow,
+        Mutex,
         SetOnce, //
     },
     time::Msecs, //
@@ -174,6 +175,10 @@ pub(crate) struct Endpoint<T: CmHandler> {
     qp: SetOnce<QpParts>,
     #[pin]
     sq: SendQueue,
+    /// Chains of which the device took only a part: kept (with the MRs they name) until
+    /// the QP is drained.
+    #[pin]
+    orphans: Mutex<KVec<SendChain>>,
     ctx: T,
 }
 
@@ -210,6 +215,7 @@ impl<T: CmHandler> Endpoint<T> {
                 drained: Atomic::new(false),
                 qp: SetOnce::new(),
                 sq <- SendQueue::new(0),
+                orphans <- kernel::new_mutex!(KVec::new(), "fastreg::Endpoint::orphans"),
                 ctx,
             }),
             GFP_KERNEL,
@@ -439,9 +445,15 @@ impl<T: CmHandler> Endpoint<T> {
     }
 
     fn orphan(&self, chain: SendChain) {
-        // The work requests were posted: the MRs they name must outlive them. Leak the
-        // references rather than risk a use after free; this only happens on a provider bug.
-        core::mem::forget(chain);
+        // The work requests were posted: the MRs they name must outlive them, so the chain
+        // is kept until the drain. Without memory to keep it, its references are leaked
+        // rather than risk a use after free (the MRs then stay allocated).
+        if let Err(e) = self.orphans.lock().push(chain, GFP_KERNEL) {
+            pr_err!(
+                "cannot keep a partly posted chain ({:?}): leaking its MRs\n",
+                e
+            );
+        }
     }
 
     /// Disconnects, refuses further posts, and drains the QP: when this returns, every
@@ -459,6 +471,9 @@ impl<T: CmHandler> Endpoint<T> {
                 unsafe { ib::ib_drain_qp(p.qp.as_ptr()) };
             }
         }
+        // Drained: no work request of a partly posted chain can run any more.
+        let orphans = core::mem::take(&mut *self.orphans.lock());
+        drop(orphans);
     }
 
     /// # Safety
@@ -534,7 +549,10 @@ fn raw_param(param: &ConnParam<'_>) -> Result<ib::rdma_conn_param> {
         responder_resources: param.rd_atomic,
         initiator_depth: param.rd_atomic,
         retry_count: 7,
-        rnr_retry_count: 7,
+        // Credits guarantee a posted receive for every message: an RNR NAK is a peer that
+        // lies about its buffers. Retried a bounded number of times (7 would be for ever,
+        // and such a peer would wedge the send queue), then the QP fails.
+        rnr_retry_count: 6,
         ..Default::default()
     })
 }
@@ -613,6 +631,7 @@ impl<T: CmHandler> ConnRequest<'_, T> {
                 drained: Atomic::new(false),
                 qp: SetOnce::new(),
                 sq <- SendQueue::new(0),
+                orphans <- kernel::new_mutex!(KVec::new(), "fastreg::Endpoint::orphans"),
                 ctx,
             }),
             GFP_KERNEL,

@@ -25,6 +25,11 @@ u32 fastreg_ib_inc_rkey(u32 rkey)
 	return ib_inc_rkey(rkey);
 }
 
+struct workqueue_struct *fastreg_alloc_wq(const char *name)
+{
+	return alloc_workqueue("%s", WQ_UNBOUND, WQ_MAX_ACTIVE, name);
+}
+
 bool fastreg_ib_device_try_get(struct ib_device *device)
 {
 	return ib_device_try_get(device);
@@ -43,6 +48,23 @@ void fastreg_ib_update_fast_reg_key(struct ib_mr *mr, u8 newkey)
 int fastreg_ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents)
 {
 	return ib_dma_map_sg(dev, sg, nents, DMA_BIDIRECTIONAL);
+}
+
+/*
+ * ib_verbs.h has no sg form of ib_dma_sync_single_for_*(): these are that, with the same
+ * virtual-DMA test as ib_dma_map_sg().
+ */
+void fastreg_ib_dma_sync_sg_for_cpu(struct ib_device *dev, struct scatterlist *sg, int nents)
+{
+	if (!ib_uses_virt_dma(dev))
+		dma_sync_sg_for_cpu(dev->dma_device, sg, nents, DMA_BIDIRECTIONAL);
+}
+
+void fastreg_ib_dma_sync_sg_for_device(struct ib_device *dev, struct scatterlist *sg,
+				       int nents)
+{
+	if (!ib_uses_virt_dma(dev))
+		dma_sync_sg_for_device(dev->dma_device, sg, nents, DMA_BIDIRECTIONAL);
 }
 
 void fastreg_ib_dma_unmap_sg(struct ib_device *dev, struct scatterlist *sg, int nents)

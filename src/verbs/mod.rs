@@ -18,6 +18,7 @@ mod msgbuf;
 mod pd;
 mod qp;
 mod ticker;
+mod wq;
 mod wr;
 
 pub(crate) use buffer::{
@@ -51,7 +52,8 @@ pub(crate) use device::{
 };
 pub(crate) use mr::{
     Mr,
-    SglSpan, //
+    SglSpan,
+    Tally, //
 };
 pub(crate) use msgbuf::MsgBuf;
 pub(crate) use pd::Pd;
@@ -64,6 +66,10 @@ pub(crate) use ticker::{
     Tick,
     Ticker, //
 };
+pub(crate) use wq::{
+    queue as module_wq,
+    Workqueue, //
+};
 pub(crate) use wr::{
     Access,
     FrMr,
@@ -75,13 +81,6 @@ pub(crate) use wr::{
 pub(crate) fn incarnation() -> u64 {
     // SAFETY: `get_random_u64` has no preconditions.
     unsafe { kernel::bindings::get_random_u64() | 1 }
-}
-
-/// The system workqueue for long-running, unbound work (`system_dfl_long_wq`): selftest
-/// workers block for whole transfers.
-pub(crate) fn long_wq() -> &'static kernel::workqueue::Queue {
-    // SAFETY: `system_dfl_long_wq` is a C global workqueue, set up at boot and never freed.
-    unsafe { kernel::workqueue::Queue::from_raw(kernel::bindings::system_dfl_long_wq) }
 }
 
 /// The default unbound system workqueue (`system_dfl_wq`), for short periodic work.

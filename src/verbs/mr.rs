@@ -10,6 +10,10 @@ use kernel::{
     page::PAGE_SIZE,
     prelude::*,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         SpinLock, //
     },
@@ -83,12 +87,44 @@ pub(crate) struct SglSpan {
     pub(crate) len: u64,
 }
 
+/// Counts the [`Mr`] handles of a pool that were dropped: however an MR goes (given back
+/// and released, destroyed, or dropped on an error path), its pool stops counting it.
+pub(crate) struct Tally(Atomic<u32>);
+
+impl Tally {
+    /// A new count.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Ok(Arc::new(Self(Atomic::new(0)), GFP_KERNEL)?)
+    }
+
+    /// The handles dropped since the last call.
+    pub(crate) fn take(&self) -> u32 {
+        self.0.xchg(0, Relaxed)
+    }
+}
+
 /// A fast-registration MR: the handle the lifecycle of [`crate::mr_state`] drives.
 pub(crate) struct Mr {
     raw: Arc<RawMr>,
+    /// The pool's count of dropped handles.
+    tally: Option<Arc<Tally>>,
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        if let Some(t) = &self.tally {
+            t.0.fetch_add(1, Relaxed);
+        }
+    }
 }
 
 impl Mr {
+    /// The handle, counted by `tally` when it is dropped.
+    pub(crate) fn counted(mut self, tally: &Arc<Tally>) -> Self {
+        self.tally = Some(tally.clone());
+        self
+    }
+
     /// Allocates an MR on `pd` that maps at most `max_pages` pages.
     pub(crate) fn alloc(pd: &Arc<Pd>, max_pages: u32) -> Result<Self> {
         // SAFETY: The PD is valid while `pd` lives.
@@ -107,7 +143,7 @@ impl Mr {
             GFP_KERNEL,
         );
         match raw {
-            Ok(raw) => Ok(Self { raw }),
+            Ok(raw) => Ok(Self { raw, tally: None }),
             Err(e) => {
                 // SAFETY: Just allocated and never used.
                 unsafe { ib::fastreg_ib_dereg_mr(ptr.as_ptr()) };

@@ -14,6 +14,7 @@ ranges=(
 	"port 1 65535"
 	"timeout 1 3600"
 	"keepalive 0 3600"
+	"max_conns 1 65536"
 )
 
 # rejected NAME VALUE RANGE: insmod NAME=VALUE fails with the expected message.

@@ -17,7 +17,7 @@ for s in $suites; do
 done
 # Case lines are indented ("    ok 1 name"), suite lines are not ("ok 1 suite").
 cases=$(printf '%s' "$results" | grep -E '^\s+(not )?ok [0-9]+ ' | sed -E 's/^\s+//')
-ktap_begin $(($(printf '%s\n' "$cases" | grep -c .) + $(echo "$suites" | wc -w) + 1))
+ktap_begin $(($(printf '%s\n' "$cases" | grep -c .) + $(echo "$suites" | wc -w) + 2))
 while read -r line; do
 	[ -n "$line" ] || continue
 	name=$(echo "$line" | sed -E 's/^(not )?ok [0-9]+ //')
@@ -35,4 +35,5 @@ for s in $suites; do
 	fi
 done
 check "rmmod" unload
+check "no kernel errors" no_kernel_errors
 ktap_end

@@ -50,9 +50,16 @@ dmesg_since_mark() {
 	dmesg | tail -n +$((DMESG_MARK + 1))
 }
 
-# Fails (printing them) if the kernel logged an oops, a BUG, a warning or a lockdep report.
+# What the kernel must never log in a test: an oops, a BUG, a warning, a lockdep report, a
+# task blocked past the hung-task timeout (vm-guest.sh sets it short), an RCU stall, and
+# fastreg's own invariant messages.
+KERNEL_ERRORS='BUG:|WARNING:|Oops|general protection|Call Trace|possible circular|inconsistent lock|UBSAN|refcount_t:'
+KERNEL_ERRORS+='|INFO: task .* blocked|INFO: rcu|rcu_.* self-detected stall|detected stalls'
+KERNEL_ERRORS+='|fastreg: .*(completion lost|accepted part of a chain|send queue: released|invariant)'
+
+# Fails (printing them) if the kernel logged any of KERNEL_ERRORS.
 no_kernel_errors() {
-	! dmesg | grep -E -A5 'BUG:|WARNING:|Oops|general protection|Call Trace|possible circular|inconsistent lock|UBSAN|refcount_t:'
+	! dmesg | grep -E -A5 "$KERNEL_ERRORS"
 }
 
 # dmesg_has REGEX: the kernel logged a line matching REGEX since the mark.
@@ -62,6 +69,11 @@ dmesg_has() {
 		dmesg_since_mark | tail -n 20
 		return 1
 	}
+}
+
+# ctl COMMAND...: writes a command to the debugfs ctl file; prints its answer on failure.
+ctl() {
+	echo "$*" >"$DBG/ctl" || { echo "'$*' failed: $(cat "$DBG/ctl")"; return 1; }
 }
 
 load() {

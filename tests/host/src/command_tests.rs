@@ -87,6 +87,7 @@ fn control_commands() {
                 max_payload: Some(1 << 20),
                 max_regs: None,
                 port: Some(9000),
+                mr_pages: None,
             },
         })
     );
@@ -216,5 +217,51 @@ fn selftest_commands() {
         ("ping size=1", "ping takes no size, offset or check"),
     ] {
         assert_eq!(Lst::parse(bad), Err(why), "{bad}");
+    }
+}
+
+#[test]
+fn misbehave_and_fault_commands() {
+    use crate::command::{Ctl, Fault};
+    use crate::wire::{Mangle, Misbehave};
+    assert_eq!(
+        Ctl::parse("misbehave 10.1.0.2 short"),
+        Ok(Ctl::Misbehave {
+            local: [10, 1, 0, 2],
+            how: Misbehave::Short,
+            n: 1
+        })
+    );
+    assert_eq!(
+        Ctl::parse("misbehave 10.1.0.2 dup_done 0"),
+        Ok(Ctl::Misbehave {
+            local: [10, 1, 0, 2],
+            how: Misbehave::DupDone,
+            n: 0
+        })
+    );
+    assert_eq!(
+        Ctl::parse("misbehave 10.1.0.2 nice"),
+        Err("unknown misbehaviour")
+    );
+    assert_eq!(
+        Ctl::parse("misbehave 10.1.0.2 short 1 2"),
+        Err("too many words")
+    );
+    for (word, what) in [
+        ("magic", Fault::Mangle(Mangle::Magic)),
+        ("regs", Fault::Mangle(Mangle::Regs)),
+        ("length", Fault::Mangle(Mangle::Length)),
+        ("stale_rkey", Fault::StaleRkey),
+        ("stale_get", Fault::StaleGet),
+    ] {
+        assert_eq!(
+            Ctl::parse(&format!("fault 10.1.0.1 10.1.0.2 {word}")),
+            Ok(Ctl::Fault {
+                local: [10, 1, 0, 1],
+                peer: [10, 1, 0, 2],
+                what
+            })
+        );
     }
 }

@@ -412,6 +412,25 @@ fn pieces_of_two_partitions() {
     assert_eq!(pieces(&[], &b).count(), 0);
 }
 
+/// `total` bytes cut into pieces of the lengths `cuts` (the last one takes what is left):
+/// another side's registrations of the same buffer.
+pub(crate) fn cut(total: u64, cuts: &[u64]) -> Vec<u64> {
+    let mut b = Vec::new();
+    let mut left = total;
+    for &c in cuts {
+        if left == 0 {
+            break;
+        }
+        let n = c.min(left);
+        b.push(n);
+        left -= n;
+    }
+    if left > 0 {
+        b.push(left);
+    }
+    b
+}
+
 proptest! {
     #[test]
     fn pieces_cover_both_sides_in_order(
@@ -419,10 +438,7 @@ proptest! {
         cuts in prop::collection::vec(1u64..1000, 1..20),
     ) {
         let total: u64 = a.iter().sum();
-        let mut b = Vec::new();
-        let mut left = total;
-        for c in cuts { if left == 0 { break; } let n = c.min(left); b.push(n); left -= n; }
-        if left > 0 { b.push(left); }
+        let b = cut(total, &cuts);
         let ps: Vec<Piece> = pieces(&a, &b).collect();
         prop_assert_eq!(ps.iter().map(|p| p.len).sum::<u64>(), total);
         // Pieces never cross a registration boundary on either side.

@@ -14,6 +14,8 @@ pub(crate) mod budget;
 pub(crate) mod command;
 #[path = "../../../src/conn_state.rs"]
 pub(crate) mod conn_state;
+#[path = "../../../src/credits.rs"]
+pub(crate) mod credits;
 #[path = "../../../src/frag.rs"]
 pub(crate) mod frag;
 #[path = "../../../src/limits.rs"]
@@ -35,6 +37,8 @@ mod budget_tests;
 mod command_tests;
 #[cfg(test)]
 mod conn_state_tests;
+#[cfg(test)]
+mod credits_tests;
 #[cfg(test)]
 mod frag_tests;
 #[cfg(test)]

@@ -546,3 +546,90 @@ proptest! {
         }
     }
 }
+
+/// A connection negotiated at queue depth 256 admits credits up to 256 + 2 in total: the
+/// limit no longer fits a byte (it once overflowed there and panicked the CQ worker).
+#[test]
+fn credits_limit_at_queue_depth_256() {
+    let mut l = lim();
+    l.max_credits = 256 + 2;
+    let mut buf = [0u8; 4096];
+    let mut m = msg(Body::Noop);
+    m.credits = 255;
+    let n = encode(&m, &mut buf, false).unwrap();
+    assert_eq!(decode(&buf[..n], &l).unwrap().credits, 255);
+    l.max_credits = 254;
+    assert_eq!(decode(&buf[..n], &l), Err(WireError::Credits));
+}
+
+#[test]
+fn regs_cover_exactly() {
+    let r = regs(&[(0x1000, 100, 1), (0x2000, 50, 2)]);
+    assert!(regs_cover(&r, 150));
+    assert!(!regs_cover(&r, 151), "short advertisement");
+    assert!(!regs_cover(&r, 149), "more than asked");
+    // Different MRs: their iova ranges are separate spaces, numbers may overlap (as a 2 MiB
+    // buffer at offset 4095 in two MRs on rxe, whose iovas are page addresses, does).
+    assert!(
+        regs_cover(&regs(&[(0x1000, 100, 1), (0x1010, 50, 2)]), 150),
+        "two MRs"
+    );
+    assert!(
+        !regs_cover(&regs(&[(0x1000, 100, 1), (0x2000, 50, 1)]), 150),
+        "one rkey twice"
+    );
+    assert!(
+        !regs_cover(&regs(&[(0x1000, 100, 1), (0x1000, 100, 1)]), 200),
+        "twice"
+    );
+    assert!(!regs_cover(&Regs::new(), 0), "none");
+    let mut s = r;
+    s.shorten();
+    assert_eq!(s.bytes(), 149);
+}
+
+proptest! {
+    #[test]
+    fn regs_cover_disjoint_ranges(lens in prop::collection::vec(1u32..10_000, 1..MAX_REGS), gap in 0u64..64) {
+        let mut r = Regs::new();
+        let mut at = 0x10_0000u64;
+        for (i, &len) in lens.iter().enumerate() {
+            r.push(Reg { addr: at, len, rkey: i as u32 });
+            at += u64::from(len) + gap;
+        }
+        prop_assert!(regs_cover(&r, r.bytes()));
+        // Another registration's rkey advertised again is refused, wherever it points.
+        if lens.len() > 1 {
+            let mut v: Vec<Reg> = r.as_slice().to_vec();
+            v[1].rkey = v[0].rkey;
+            let mut o = Regs::new();
+            for x in v { o.push(x); }
+            prop_assert!(!regs_cover(&o, o.bytes()));
+        }
+    }
+}
+
+#[test]
+fn misbehave_names_round_trip() {
+    for m in Misbehave::ALL {
+        assert_eq!(Misbehave::parse(m.name()), Some(m));
+    }
+    assert_eq!(Misbehave::parse("nice"), None);
+}
+
+#[test]
+fn remote_errors_are_a_closed_set() {
+    for s in [
+        0,
+        status::EAGAIN,
+        status::ENOMEM,
+        status::EBADMSG,
+        status::EMSGSIZE,
+    ] {
+        assert_eq!(remote_error(s), s);
+    }
+    // ERESTARTSYS, EINTR, EPERM, ...: never passed through.
+    for s in [-512, -4, -1, -4095, -121, 5, i32::MIN] {
+        assert_eq!(remote_error(s), status::EREMOTEIO, "{s}");
+    }
+}

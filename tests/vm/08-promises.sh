@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# fastreg's promises on the paths that are not the happy one: every queue depth carries any
+# concurrency (1 and 254..256, where the credit limit once overflowed); a transfer that can
+# never complete fails at once, naming the limit; a GET that times out gives its buffer back
+# only with its key dead; a hostile peer (short advertisement, DONE for an unknown transfer,
+# DONE twice) costs only its own connection, closed naming the reason; interfaces removed
+# while peers connect, writers killed mid-run, and rmmod or `rdma link delete` with
+# transfers in flight return within seconds and leave nothing behind.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/veth.sh"
+. "$(dirname "$0")/lst.sh"
+
+A=$VETH_ADDR0
+B=$VETH_ADDR1
+
+pair() {
+	ctl iface add $RXE_DEV0 $A "$@" && ctl iface add $RXE_DEV1 $B "$@"
+}
+
+# within SECS CMD...: CMD (a command or a function) succeeds and returns within SECS
+# seconds; it is killed after three times that.
+within() {
+	local secs=$1 start rc pid dog
+	shift
+	start=$(date +%s)
+	"$@" &
+	pid=$!
+	(sleep $((secs * 3)) && kill -9 $pid 2>/dev/null) &
+	dog=$!
+	wait $pid
+	rc=$?
+	kill $dog 2>/dev/null
+	local took=$(($(date +%s) - start))
+	[ $rc -eq 0 ] && [ $took -le "$secs" ] || { echo "exit $rc after $took s (limit $secs s)"; return 1; }
+}
+
+# negotiated QD: the connection A -> B and its accepted side run at queue depth QD.
+negotiated() {
+	grep -q "conn -> $B:[0-9]* state=established queue_depth=$1 " "$DBG/conns" &&
+		grep -q "conn <- $A:[0-9]* state=established queue_depth=$1 " "$DBG/conns" ||
+		{ cat "$DBG/conns"; return 1; }
+}
+
+clean_unload() {
+	unload && no_fastreg_resources
+}
+
+DEPTHS=(1 254 255 256)
+ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 13 + 9 + 6 + 6 + 5 + 1))
+
+check "veth pair with two rxe devices" veth_up
+
+# Any queue depth carries any concurrency: transfers wait for credits in order, and the
+# peer never sees more transfers than the depth. At 254..256 the credit limit (depth + 2)
+# once overflowed a byte and panicked the completion worker on the first message; at 1,
+# transfers waiting for credits timed out.
+for qd in "${DEPTHS[@]}"; do
+	check "qd $qd: load" load queue_depth=$qd
+	check "qd $qd: interfaces on the pair" pair queue_depth=$qd
+	check "qd $qd: ping the node itself, 8 at a time" run_clean 50 ping --count 50 --concurrency 8
+	check "qd $qd: brw write 100000 B at offset 7 to itself, check full, 16 at a time" \
+		run_clean 64 brw write --size 100000 --offset 7 --check full --concurrency 16 --count 64
+	check "qd $qd: brw read 4 KiB from itself, check full, 64 at a time" \
+		run_clean 256 brw read --size 4096 --check full --concurrency 64 --count 256
+	check "qd $qd: ping across the pair" run_clean 20 ping --from $A --peer $B --count 20 --concurrency 4
+	check "qd $qd: brw write 64 KiB across, check full, 64 at a time" \
+		run_clean 128 brw write --from $A --peer $B --size 64k --check full --concurrency 64 --count 128
+	check "qd $qd: brw read 65537 B at offset 4095 across, check full, 64 at a time" \
+		run_clean 128 brw read --from $A --peer $B --size 65537 --offset 4095 --check full --concurrency 64 --count 128
+	check "qd $qd: both sides negotiated queue_depth=$qd" negotiated $qd
+	check "qd $qd: rmmod, nothing left" clean_unload
+done
+
+# A pool of one MR can never serve a transfer to the node itself (its source and its sink
+# take MRs from the same pool): it fails at once, naming the limit, instead of each
+# transfer waiting out the timeout. Across two devices each side has its own pool.
+check "pool_max=1: load" load pool_size=1 pool_max=1
+check "  a transfer to the node itself fails at once" \
+	bash -c "! \"$LST\" --json brw write --size 4096 --count 32 --concurrency 4 >$OUT"
+check "  all 32 refused within a few seconds (not 32 timeouts)" \
+	expect "r['errors'] == 32 and r['ops'] == 0 and r['seconds'] < 5"
+check "  the CLI shows the limit" expect "any('more than pool_max=1' in m for m in r['kernel_messages'])"
+check "  interfaces on the pair" pair
+check "  across two devices (a pool each) it works" \
+	run_clean 16 brw write --from $A --peer $B --size 4096 --check full --concurrency 4 --count 16
+check "  rmmod, nothing left" clean_unload
+
+# A GET whose answer comes late (the peer's packets delayed past the timeout) gives its
+# buffer back only once its key is dead: an RDMA WRITE to the rkey it advertised fails.
+# A hostile peer is closed naming the reason, and nothing of it is left.
+late() {
+	tc qdisc add dev veth_v1 root netem delay 4000ms || return 1
+	"$LST" --json brw read --from $A --peer $B --size 4096 --check full --count 1 >$OUT
+	local rc=$?
+	tc qdisc del dev veth_v1 root
+	[ $rc -ne 0 ] && expect "r['errors'] == 1 and r['corrupt'] == 0"
+}
+# violation HOW IFACE N REASON OP [OPTION...]: arms misbehaviour HOW on IFACE N times, runs
+# brw OP from A to B (one transfer unless OPTIONs say otherwise), and checks that a side
+# closed the connection for REASON and that no data was reported good that was not.
+violation() {
+	local how=$1 on=$2 n=$3 reason=$4 op=$5
+	shift 5
+	dmesg_mark
+	ctl misbehave $on $how $n || return 1
+	"$LST" --json brw $op --from $A --peer $B --check full --count 1 "$@" >$OUT
+	ctl misbehave $on $how 0
+	expect "r['corrupt'] == 0" && dmesg_has "protocol violation: ($reason)"
+}
+check "timeout=2: load" load timeout=2 max_payload=2097152
+check "  interfaces on the pair" pair
+check "  B records the next GET it serves" ctl misbehave $B record_get 1
+check "  a GET whose answer is 4 s late fails" late
+sleep 6
+check "  an RDMA WRITE to the late GET's rkey is refused: its key died with the error" \
+	ctl fault $B $A stale_get
+check "  a source sending GET_DONE twice: the connection is closed" \
+	violation dup_done $B 1 "second answer for a transfer|answer for an unknown transfer" read --size 4096
+check "  a sink advertising one byte less: the source closes the connection" \
+	violation short $B 1 "PUT_ACK registrations do not cover the PUT exactly" write --size 65536
+check "  a source sending PUT_DONE for an unknown transfer: the sink closes it" \
+	violation unknown_done $A 1 "PUT_DONE for an unknown transfer" write --size 65536
+check "  a source invalidating another registration of a GET remotely: closed as bogus" \
+	violation bogus_inv $B 1 "bogus remote invalidation: not the transfer's rkey" read --size 2M --offset 1
+check "  a client starting more transfers than the queue depth: the server closes it" \
+	violation flood $A 1000 "more transfers in flight than the queue depth" write --size 4096 --concurrency 32 --count 64
+check "  traffic goes on, on new connections" \
+	run_clean 16 brw write --from $A --peer $B --size 64k --check full --concurrency 4 --count 16
+check "  no kernel errors" no_kernel_errors
+check "  rmmod, nothing left" clean_unload
+
+# A sink that cuts its buffer into more registrations than the source's MRs (one page
+# each, as a 4 KiB-page node against a 64 KiB-page one): the source's chain has one RDMA
+# WRITE per piece, up to the negotiated max_regs, and the send queue is budgeted for that
+# (it once counted only the source's own MRs, and such chains failed to post after the
+# sink had registered). One the sink cannot carry within max_regs is refused at once.
+sq_sized() {
+	grep -q "conn -> $B:[0-9]* state=established .* max_regs=16 " "$DBG/conns" &&
+		dmesg_has "$A:[0-9]+ -> $B:[0-9]+: connected: queue_depth=8 max_payload=1048576 max_regs=16 sq_depth=155" ||
+		{ cat "$DBG/conns"; return 1; }
+}
+check "split sinks: load" load
+check "  A, and B cutting its sinks into one-page registrations" \
+	bash -c "echo 'iface add $RXE_DEV0 $A' >$DBG/ctl && echo 'iface add $RXE_DEV1 $B mr_pages=1' >$DBG/ctl"
+check "  B shows mr_pages=1" grep -q "^iface $RXE_DEV1 $B:.* mr_pages=1 " "$DBG/conns"
+dmesg_mark
+check "  PUTs of 60 KiB at offset 4095 (1 source MR, 15 sink registrations), 64 in flight" \
+	run_clean 128 brw write --from $A --peer $B --size 61440 --offset 4095 --check full --concurrency 64 --count 128
+check "  the send queue is sized for 16 peer registrations a transfer" sq_sized
+check "  a PUT needing 257 sink registrations is refused at once (EMSGSIZE)" \
+	bash -c "! \"$LST\" --json brw write --from $A --peer $B --size 1M --count 1 >$OUT"
+check "  naming the limit" expect "any('more than max_regs=16' in m for m in r['kernel_messages'])"
+check "  GETs from the same sink, 64 in flight" \
+	run_clean 64 brw read --from $A --peer $B --size 61440 --offset 1 --check full --concurrency 64 --count 64
+check "  rmmod, nothing left" clean_unload
+
+# An interface accepts at most max_conns connections: its own one to itself is the first,
+# the next peer's is rejected, naming the reason.
+check "max_conns=1: load" load max_conns=1
+check "  interfaces on the pair" pair
+check "  A connects to itself: accepted" run_clean 4 ping --from $A --peer $A --count 4
+check "  B's connection to A is rejected (no_resources)" \
+	bash -c "! \"$LST\" ping --from $B --peer $A --count 1 >/dev/null 2>&1"
+check "  A counted the reject" grep -q "^iface $RXE_DEV0 $A:.* rejects_sent=.*no_resources:[0-9]" "$DBG/conns"
+check "  rmmod, nothing left" clean_unload
+
+# Teardown races: an interface removed and added again while a loop connects and pings
+# through it, and selftest writers killed in the middle of their runs.
+check "load" load timeout=5
+check "  interfaces on the pair" pair
+(
+	end=$(($(date +%s) + 20))
+	while [ "$(date +%s)" -lt $end ]; do
+		timeout 60 "$LST" ping --from $A --peer $B --count 5 >/dev/null 2>&1
+	done
+) &
+pinger=$!
+(
+	for _ in $(seq 12); do
+		echo "iface del $B" >"$DBG/ctl" 2>/dev/null
+		sleep 0.3
+		echo "iface add $RXE_DEV1 $B" >"$DBG/ctl" 2>/dev/null
+		sleep 0.7
+	done
+) &
+flapper=$!
+for _ in $(seq 6); do
+	timeout -s KILL 1 "$LST" brw write --from $A --peer $A --size 256k --concurrency 16 --seconds 30 \
+		>/dev/null 2>&1
+done
+wait $pinger $flapper
+ctl iface add $RXE_DEV1 $B >/dev/null 2>&1
+check "  after the races, traffic works" \
+	run_clean 16 brw write --from $A --peer $B --size 64k --check full --concurrency 8 --count 16
+check "  no kernel errors (hung task, lockdep, oops)" no_kernel_errors
+check "  rmmod within 30 s" within 30 unload
+check "  nothing left" no_fastreg_resources
+
+# 64 transfers in flight each way, then the device goes, then the module.
+check "load" load
+check "  interfaces on the pair" pair
+"$LST" brw write --from $A --peer $B --size 256k --concurrency 64 --seconds 60 >/dev/null 2>&1 &
+w1=$!
+"$LST" brw read --from $B --peer $A --size 256k --concurrency 64 --seconds 60 >/dev/null 2>&1 &
+w2=$!
+sleep 5
+check "  rdma link delete with 128 transfers in flight returns within 30 s" \
+	within 30 rdma link delete $RXE_DEV1
+check "  rmmod returns within 30 s" within 30 unload
+wait $w1 $w2
+check "  nothing left" no_fastreg_resources
+
+check "no kernel errors" no_kernel_errors
+ktap_end
