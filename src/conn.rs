@@ -734,23 +734,12 @@ impl Iface {
         // its outcome, while attempts to other peers go on (a dead peer delays no other).
         {
             let mut st = self.st.lock();
-            loop {
-                if st.closed {
-                    return Err(ENODEV);
-                }
-                if !st.connecting.contains(&peer) {
-                    break;
-                }
+            while st.connecting.contains(&peer) && !st.closed {
                 if self.connected.wait_interruptible(&mut st) {
                     return Err(ERESTARTSYS);
                 }
             }
-            let established = st
-                .conns
-                .iter()
-                .find(|c| c.peer == peer && c.active && c.state() == State::Established)
-                .cloned();
-            if let Some(c) = established {
+            if let Some(c) = Self::established_in(&st, peer)? {
                 return Ok(c);
             }
             if let Some(f) = st.failed.iter().find(|f| f.peer == peer) {
@@ -849,7 +838,11 @@ impl Iface {
 
     /// The established connection this interface made to `peer`, if any.
     fn established(&self, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
-        let st = self.st.lock();
+        Self::established_in(&self.st.lock(), peer)
+    }
+
+    /// [`Iface::established`] with the interface's state locked.
+    fn established_in(st: &IfaceState, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
         if st.closed {
             return Err(ENODEV);
         }
@@ -1711,6 +1704,29 @@ impl Conn {
         st.owed.push(o, GFP_NOWAIT).map_err(|_| "out of memory")
     }
 
+    /// Posts the LOCAL_INVs of `regs` but the one whose rkey the peer invalidated (`inv`),
+    /// in a chain of their own (no message, so no credit); the MRs go to `pending`. On
+    /// failure nothing was posted.
+    fn post_invalidate(
+        &self,
+        st: &mut ConnState,
+        res: &DevRes,
+        regs: &mut KVec<FrMr<Registered>>,
+        inv: Option<u32>,
+        pending: &mut KVec<FrMr<Invalidating>>,
+    ) -> Result<Arc<Completion<TxSlot>>> {
+        self.post_locked(
+            st,
+            Post::Local,
+            |chain| {
+                region::invalidate(res, regs, inv, chain, pending)?;
+                Ok(None)
+            },
+            |_| Body::Noop,
+            None,
+        )
+    }
+
     /// Whether a chain of `n` local work requests (no message) can be posted now.
     fn local_room(&self, st: &ConnState, n: usize) -> bool {
         let n = u32::try_from(n).unwrap_or(u32::MAX);
@@ -1954,16 +1970,7 @@ impl Conn {
         st.tagged
             .reserve(1, GFP_NOWAIT)
             .map_err(|_| "out of memory")?;
-        let r = self.post_locked(
-            st,
-            Post::Local,
-            |chain| {
-                region::invalidate(&res, &mut regs, inv, chain, &mut pending)?;
-                Ok(None)
-            },
-            |_| Body::Noop,
-            None,
-        );
+        let r = self.post_invalidate(st, &res, &mut regs, inv, &mut pending);
         match r {
             Ok(slot) => {
                 // Within the capacity reserved above.
@@ -2815,18 +2822,7 @@ impl Conn {
             .reserve(1, GFP_KERNEL)
             .map_err(Error::from)
             .and_then(|()| self.wait_room(st, Room::Local(local.len())))
-            .and_then(|()| {
-                self.post_locked(
-                    st,
-                    Post::Local,
-                    |chain| {
-                        region::invalidate(res, local, inv, chain, &mut pending)?;
-                        Ok(None)
-                    },
-                    |_| Body::Noop,
-                    None,
-                )
-            });
+            .and_then(|()| self.post_invalidate(st, res, local, inv, &mut pending));
         match posted {
             Ok(slot) => {
                 // Within the capacity reserved above.
