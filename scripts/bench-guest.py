@@ -11,6 +11,11 @@ to the device's own address, and prints one line `BENCH <json>` per measurement.
   (-t, and -o for reads), ib_send_bw of 4 KiB for the message rate;
 - nvme-rdma against nvmet-rdma (a kernel FRWR user) on the same device: fio, 1 MiB direct
   I/O at queue depth 8, write and read.
+
+On two nodes of scripts/cluster.sh (BENCH_PEER set, by scripts/bench.sh), node 0 measures
+against node 1, which serves: fastreg's side of it is its kernel, perftest's is a server for
+each of node 0's clients, started in the same order (both sides walk the same grid). The
+nvme-rdma anchor is left out there.
 """
 
 import json
@@ -24,7 +29,11 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LST = os.path.join(TOP, "scripts", "fastreg-lst")
 DBG = "/sys/kernel/debug/fastreg"
 ADDR = os.environ.get("FASTREG_ADDR", "10.0.2.15")
-DEV = os.environ.get("BENCH_DEV", "rxe0")
+DEV = os.environ.get("BENCH_DEV", os.environ.get("FASTREG_DEV", "rxe0"))
+# Two nodes: the peer measured against, and whether this node is the one that serves.
+PEER = os.environ.get("BENCH_PEER", "")
+SERVER = os.environ.get("BENCH_ROLE", "client") == "server"
+TARGET = PEER or ADDR
 SECONDS = int(os.environ.get("BENCH_SECONDS", "4"))
 QUICK = os.environ.get("BENCH_QUICK", "") != ""
 
@@ -68,7 +77,7 @@ def counters():
 
 
 def lst(*args):
-    r = sh([LST, "--json", *args])
+    r = sh([LST, "--json", *args, *(["--peer", PEER] if PEER else [])])
     try:
         return json.loads(r.stdout)
     except ValueError:
@@ -105,7 +114,9 @@ def fastreg_brw(op, size, conc):
     emit("fastreg", op=op, size=size, concurrency=conc, mib_per_s=r["mib_per_s"],
          ops_per_s=r["ops_per_s"], ops=r["ops"], errors=r["errors"], seconds=r["seconds"],
          lat_avg_us=r["latency_us"]["avg"], lat_p99_us=r["latency_us"]["p99"],
-         wrs_per_transfer_source=d[src] / ops, wrs_per_transfer_sink=d[snk] / ops,
+         # On two nodes the peer's half of the WRs is on the peer: not counted here.
+         wrs_per_transfer_source=None if PEER and src == "wrs_in" else d[src] / ops,
+         wrs_per_transfer_sink=None if PEER and snk == "wrs_in" else d[snk] / ops,
          reg_per_transfer=d["registrations"] / ops,
          local_inv_per_transfer=d["local_invalidations"] / ops,
          remote_inv_per_transfer=d["remote_invalidations"] / ops,
@@ -134,20 +145,29 @@ def perftest(tool, size, depth):
         args += ["-t", str(depth)]
     else:
         args += ["-t", str(depth), "-r", str(max(depth, 64))]
-    srv = subprocess.Popen([tool, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True)
-    time.sleep(1)
-    # Under emulation the server may not listen yet after a second: its rdma_cm rejects the
-    # client (no listener on the service ID); try again while the server waits.
-    for _ in range(5):
-        cli = sh([tool, *args, ADDR], timeout=300)
-        if "RDMA_CM_EVENT_REJECTED" not in cli.stdout or srv.poll() is not None:
+    if SERVER:
+        # The peer's client comes when node 0 reaches this point of the same grid.
+        srv = sh([tool, *args], timeout=1800)
+        if srv.returncode:
+            raise RuntimeError(f"{tool} server: {srv.stdout[-400:]}{srv.stderr[-400:]}")
+        return None
+    srv = None
+    if not PEER:
+        srv = subprocess.Popen([tool, *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        time.sleep(1)
+    # Under emulation the server may not listen yet: its rdma_cm rejects the client (no
+    # listener on the service ID); try again while the server comes up.
+    for _ in range(5 if srv else 60):
+        cli = sh([tool, *args, TARGET], timeout=300)
+        if "RDMA_CM_EVENT_REJECTED" not in cli.stdout or (srv and srv.poll() is not None):
             break
         time.sleep(1)
-    try:
-        srv.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        srv.kill()
+    if srv:
+        try:
+            srv.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            srv.kill()
     # The result line: bytes, iterations, BW peak, BW average (MB/sec, MB = 2^20), Mpps.
     for ln in cli.stdout.splitlines():
         w = ln.split()
@@ -225,23 +245,50 @@ def versions():
     return v
 
 
-def main():
-    with open(f"{DBG}/params") as f:
-        params = dict(ln.strip().split("=", 1) for ln in f if "=" in ln)
-    max_payload = int(params["max_payload"])
-    sq, o2ib, twrs = sq_depth()
-    emit("meta", versions=versions(), cpus=os.cpu_count(),
-         memory_mib=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20,
-         device=DEV, address=ADDR, params=params, seconds=SECONDS, sq_depth=sq,
-         o2iblnd_sq_depth=o2ib, transfer_wrs=twrs, queue_depth=int(params["queue_depth"]))
+def grid(max_payload):
+    """The (size, concurrency) points measured, in order: the same on both nodes."""
     sizes = [4096, 65536, 262144, 1 << 20]
     if max_payload not in sizes:
         sizes.append(max_payload)
     concs = [1, 8, 64]
     if QUICK:
         sizes, concs = [65536, 1 << 20], [8]
-    grid = [(s, c) for c in concs for s in sizes]
-    for size, conc in grid:
+    return [(s, c) for c in concs for s in sizes]
+
+
+def serve():
+    """Node 1 of a pair: a perftest server for each of node 0's perftest clients."""
+    with open(f"{DBG}/params") as f:
+        params = dict(ln.strip().split("=", 1) for ln in f if "=" in ln)
+    for size, conc in grid(int(params["max_payload"])):
+        for tool in ("ib_write_bw", "ib_read_bw"):
+            log(f"serving {tool} size={size} depth={conc}")
+            try:
+                perftest(tool, size, conc)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                log(f"{tool} server failed: {e}")
+    log("serving ib_send_bw 4 KiB")
+    try:
+        perftest("ib_send_bw", 4096, 64)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        log(f"ib_send_bw server failed: {e}")
+    return 0
+
+
+def main():
+    if SERVER:
+        return serve()
+    with open(f"{DBG}/params") as f:
+        params = dict(ln.strip().split("=", 1) for ln in f if "=" in ln)
+    max_payload = int(params["max_payload"])
+    sq, o2ib, twrs = sq_depth()
+    emit("meta", versions=versions(), cpus=os.cpu_count(), peer=PEER or None,
+         node_kind=os.environ.get("FASTREG_KIND", "x86_64"), page_size=os.sysconf("SC_PAGE_SIZE"),
+         rdma=os.environ.get("FASTREG_RDMA", "rxe"),
+         memory_mib=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20,
+         device=DEV, address=ADDR, params=params, seconds=SECONDS, sq_depth=sq,
+         o2iblnd_sq_depth=o2ib, transfer_wrs=twrs, queue_depth=int(params["queue_depth"]))
+    for size, conc in grid(max_payload):
         for op in ("write", "read"):
             log(f"fastreg brw {op} size={size} concurrency={conc}")
             try:
@@ -268,6 +315,8 @@ def main():
         emit("perftest_send", size=4096, concurrency=64, mib_per_s=bw, msgs_per_s=mpps * 1e6)
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         emit("error", what="ib_send_bw", error=str(e))
+    if PEER:
+        return 0
     log("nvme-rdma against nvmet-rdma")
     try:
         dev = nvme_setup()

@@ -65,6 +65,11 @@ def table(res):
     lines.append(f"fastreg benchmark: {m.get('device')} ({m.get('address')}), kernel "
                  f"{v.get('kernel')}, {m.get('cpus')} vCPUs, {m.get('memory_mib')} MiB, "
                  f"{m.get('seconds')} s per measurement")
+    if m.get("peer"):
+        lines.append(f"two nodes: this {m.get('node_kind')} node ({m.get('page_size')}-byte pages) "
+                     f"against {m.get('peer')}, {m.get('rdma')}; perftest between the same nodes")
+    elif m.get("rdma"):
+        lines.append(f"one node, {m.get('rdma')}, looping back to its own address")
     lines.append(f"perftest: {v.get('perftest')}; fio: {v.get('fio')}; nvme-cli: "
                  f"{v.get('nvme-cli')}")
     lines.append("")

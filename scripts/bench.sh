@@ -1,22 +1,76 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# `make bench`: one VM, fastreg and its anchors (perftest, nvme-rdma) measured back to back
-# on the same rxe device (scripts/bench-guest.py), then the results: build/bench/results.json
-# (every figure, versions, the VM's shape), build/bench/results.txt (the table with the
-# ratios) and PNG plots, made by scripts/bench-report.py. Not part of `make test`.
+# `make bench`: fastreg and its anchors measured back to back on the same devices
+# (scripts/bench-guest.py), in four setups, each with its own results in build/bench/:
+#
+#   build/bench/               one VM on rxe (looping back): fastreg, perftest, nvme-rdma
+#   build/bench/siw/           one VM on siw (perftest on the same siw device as the anchor)
+#   build/bench/x86_64-x86_64/     two nodes (scripts/cluster.sh), each with its own vCPUs:
+#   build/bench/x86_64-arm64-64k/  node 0 measures against node 1, perftest between the same two
+#
+# Each has results.json (every figure, versions, the VMs' shape), results.txt (the table with
+# the ratios) and PNG plots, made by scripts/bench-report.py; build/bench/summary.txt puts
+# the tables together. Not part of `make test`.
 #
 #   make bench [PARAMS="k=v ..."] [BENCH_SECONDS=4] [BENCH_QUICK=1]
+#              [BENCH_SETUPS="vm siw x86_64-x86_64 x86_64-arm64-64k"]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 "$FASTREG_TOP/scripts/setup.sh" bench
 out=$FASTREG_TOP/build/bench
 mkdir -p "$out"
-raw=$out/raw.txt
 params=${PARAMS:-}
-log "bench: one VM, ${BENCH_SECONDS:-4} s per measurement, fastreg parameters: ${params:-defaults}"
-# The guest sees the clone and the environment through virtme-ng.
-FASTREG_VM_NOBUILD=1 "$FASTREG_TOP/scripts/vm.sh" --params "$params" --timeout 1800 -- \
-	env BENCH_SECONDS="${BENCH_SECONDS:-4}" BENCH_QUICK="${BENCH_QUICK:-}" \
-	python3 scripts/bench-guest.py | tee "$raw"
-"$FASTREG_VENV/bin/python" "$FASTREG_TOP/scripts/bench-report.py" "$raw" "$out"
+setups=${BENCH_SETUPS:-vm siw x86_64-x86_64 x86_64-arm64-64k}
+env=(env BENCH_SECONDS="${BENCH_SECONDS:-4}" BENCH_QUICK="${BENCH_QUICK:-}")
+log "bench: ${BENCH_SECONDS:-4} s per measurement, fastreg parameters: ${params:-defaults}; setups: $setups"
+
+report() {
+	"$FASTREG_VENV/bin/python" "$FASTREG_TOP/scripts/bench-report.py" "$1/raw.txt" "$1"
+}
+
+summary=()
+for s in $setups; do
+	case "$s" in
+	vm | siw)
+		dir=$out
+		[ "$s" = vm ] || dir=$out/$s
+		mkdir -p "$dir"
+		rdma=rxe
+		[ "$s" = vm ] || rdma=$s
+		log "bench: one VM on $rdma"
+		# The guest sees the clone and the environment through virtme-ng.
+		FASTREG_VM_NOBUILD=1 "$FASTREG_TOP/scripts/vm.sh" --rdma "$rdma" --params "$params" \
+			--timeout 3600 -- "${env[@]}" python3 scripts/bench-guest.py | tee "$dir/raw.txt"
+		;;
+	*-*)
+		dir=$out/$s
+		mkdir -p "$dir"
+		kinds=()
+		# Kinds are x86_64, arm64-64k, arm64-16k: split "A-B" on the dash between them.
+		case "$s" in
+		x86_64-*) kinds=(x86_64 "${s#x86_64-}") ;;
+		arm64-*) k=${s#arm64-*-}; kinds=("${s%-"$k"}" "$k") ;;
+		esac
+		for k in "${kinds[@]}"; do
+			valid_kind "$k"
+			FASTREG_KIND=$k "$FASTREG_TOP/scripts/kmake.sh" -s modules
+		done
+		log "bench: two nodes, ${kinds[0]} measuring against ${kinds[1]}"
+		FASTREG_VM_NOBUILD=1 "$FASTREG_TOP/scripts/cluster.sh" --node "${kinds[0]}" --node "${kinds[1]}" \
+			--params "$params" --timeout 3600 -- bash -c \
+			'p=($FASTREG_NODES); role=client; [ "$FASTREG_NODE" = 0 ] || role=server
+			exec "$@" env BENCH_PEER=${p[$((1 - FASTREG_NODE))]} BENCH_ROLE=$role python3 scripts/bench-guest.py' \
+			bench "${env[@]}" | tee "$dir/raw.txt"
+		;;
+	*) die "unknown bench setup '$s'" ;;
+	esac
+	report "$dir"
+	summary+=("$dir/results.txt")
+done
+for f in "${summary[@]}"; do
+	echo "==== ${f#"$out"/}"
+	cat "$f"
+	echo
+done >"$out/summary.txt"
+log "bench: tables in ${out#"$FASTREG_TOP"/}/summary.txt"

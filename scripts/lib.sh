@@ -31,20 +31,128 @@ kmake_flags() {
 		"BINDGEN=$FASTREG_TOOLS/bin/bindgen"
 }
 
-# Cache key of the test kernel: the fragment, the compiler and the recipe.
-kernel_key() {
-	{ cat "$KERNEL_FRAGMENT"; echo "LLVM=$LLVM_SUFFIX recipe=$KERNEL_RECIPE"; } |
-		sha256sum | cut -c1-12
+# Node kinds: the test kernels fastreg is built and tested on. x86_64 (4 KiB pages) is the
+# default everywhere; the arm64 kinds are cross-built with clang for multi-node tests.
+NODE_KINDS="x86_64 arm64-64k arm64-16k"
+ARM64_FRAGMENT=$FASTREG_TOP/scripts/kernel-arm64.config
+# Options of scripts/kernel.config that arm64 does not have or does not want.
+ARM64_DROP="64BIT EARLY_PRINTK SERIAL_8250 SERIAL_8250_CONSOLE ACPI I6300ESB_WDT"
+
+valid_kind() {
+	case " $NODE_KINDS " in *" $1 "*) return 0 ;; esac
+	die "unknown node kind '$1' (one of: $NODE_KINDS)"
 }
 
-# Prints the cached, completely built test kernel tree for the current key, if any.
+# kind_arch KIND: the kernel's ARCH for a node kind.
+kind_arch() {
+	case "$1" in arm64-*) echo arm64 ;; *) echo x86_64 ;; esac
+}
+
+# kind_fragment KIND: the whole config fragment of a node kind's kernel. For x86_64 it is
+# scripts/kernel.config byte for byte (so its cache key is what it always was).
+kind_fragment() {
+	case "$1" in
+	x86_64) cat "$KERNEL_FRAGMENT" ;;
+	arm64-*)
+		local drop
+		drop=$(printf '^CONFIG_%s=|' $ARM64_DROP)
+		grep -Ev "${drop%|}" "$KERNEL_FRAGMENT"
+		echo
+		cat "$ARM64_FRAGMENT"
+		local page=${1#arm64-}
+		echo "CONFIG_ARM64_${page^^}_PAGES=y"
+		;;
+	esac
+}
+
+# Make variables for every kernel and module build of a node kind (default x86_64).
+kmake_flags() {
+	printf '%s\n' "LLVM=$LLVM_SUFFIX" RUSTC=/usr/bin/rustc HOSTRUSTC=/usr/bin/rustc \
+		RUSTFMT=/usr/bin/rustfmt CLIPPY_DRIVER=/usr/bin/clippy-driver \
+		"BINDGEN=$FASTREG_TOOLS/bin/bindgen"
+	[ "$(kind_arch "${1:-x86_64}")" = x86_64 ] || echo "ARCH=$(kind_arch "$1")"
+}
+
+# Cache key of a node kind's test kernel: its fragment, the compiler and the recipe.
+kernel_key() {
+	local kind=${1:-x86_64}
+	{
+		kind_fragment "$kind"
+		echo "LLVM=$LLVM_SUFFIX recipe=$KERNEL_RECIPE"
+		[ "$kind" = x86_64 ] || echo "kind=$kind"
+	} | sha256sum | cut -c1-12
+}
+
+# cached_kdir [KIND]: prints the cached, completely built test kernel tree of a node kind
+# (default x86_64) for the current key, if any.
 cached_kdir() {
 	local key d
-	key=$(kernel_key)
+	key=$(kernel_key "${1:-x86_64}")
 	for d in "$FASTREG_CACHE"/kernel/*-"$key"/linux; do
 		[ -f "$d/.fastreg-built" ] && { echo "$d"; return 0; }
 	done
 	return 1
+}
+
+# kind_module KIND: where fastreg.ko for a node kind is built. x86_64 builds in the tree
+# (as `make` always did); the others out of tree, under build/ko/KIND (kbuild's MO=).
+kind_module() {
+	case "$1" in
+	x86_64) echo "$FASTREG_TOP/fastreg.ko" ;;
+	*) echo "$FASTREG_TOP/build/ko/$1/fastreg.ko" ;;
+	esac
+}
+
+# What the arm64 nodes' root file system holds: what the tests, the CLI (python3) and the
+# benchmark anchors (perftest) use. The Essential set is not implied in mmdebstrap's
+# "extract" variant, so the basic tools are listed too.
+ROOTFS_PACKAGES=(bash coreutils util-linux mount procps grep sed mawk findutils gzip diffutils
+	kmod iproute2 iputils-ping rdma-core ibverbs-utils ibverbs-providers perftest python3
+	busybox-static libc-bin)
+ROOTFS_SUITE=bookworm
+
+# The stub the arm64 kernel runs as init (the root is read-only): it mounts the project tree
+# shared by scripts/cluster.sh and hands over to scripts/node-init.sh there, so that what the
+# node does lives in the clone, not in the cache.
+rootfs_stub() {
+	cat <<'STUB'
+#!/bin/bash
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose fastreg_top /fastreg/top &&
+	exec /bin/bash /fastreg/top/scripts/node-init.sh
+echo "fastreg-init: cannot mount the project tree (tag fastreg_top)" >&2
+echo o >/proc/sysrq-trigger
+STUB
+}
+
+# Bump when the way the root is made changes (not its packages or stub: they are hashed).
+ROOTFS_RECIPE=2
+
+rootfs_key() {
+	{ printf '%s\n' "${ROOTFS_PACKAGES[@]}" "$ROOTFS_SUITE" "recipe=$ROOTFS_RECIPE"; rootfs_stub; } |
+		sha256sum | cut -c1-12
+}
+
+# rootfs_dir: where the arm64 root of the current key is (built when it has .fastreg-built).
+rootfs_dir() {
+	echo "$FASTREG_CACHE/rootfs/arm64-$ROOTFS_SUITE-$(rootfs_key)"
+}
+
+# ktap_tally NAME RC OUTPUT: counts the points of a KTAP document (OUTPUT, from a run that
+# exited RC) into KTAP_P and KTAP_F. A document with fewer points than it planned, or a run
+# that failed with no point failed, counts one failure more (and says so).
+ktap_tally() {
+	local name=$1 rc=$2 out=$3 plan
+	KTAP_P=$(printf '%s\n' "$out" | grep -cE '^ok [0-9]+ ')
+	KTAP_F=$(printf '%s\n' "$out" | grep -cE '^not ok [0-9]+ ')
+	plan=$(printf '%s\n' "$out" | sed -nE 's/^1\.\.([0-9]+)$/\1/p' | head -n1)
+	if [ -z "$plan" ] || [ $((KTAP_P + KTAP_F)) -ne "$plan" ]; then
+		echo "# $name: planned ${plan:-?} test points, saw $((KTAP_P + KTAP_F)) (exit $rc)"
+		KTAP_F=$((KTAP_F + 1))
+	elif [ "$rc" != 0 ] && [ "$KTAP_F" -eq 0 ]; then
+		echo "# $name: exited $rc with no failed test point"
+		KTAP_F=1
+	fi
 }
 
 log() { printf '[fastreg] %s\n' "$*" >&2; }

@@ -35,7 +35,7 @@ mapfile -t cfiles < <(git ls-files '*.c' '*.h' 2>/dev/null)
 	-f "${cfiles[@]}" || bad=1
 
 echo "shell syntax"
-for f in scripts/*.sh tests/vm/*.sh .ci/run; do
+for f in scripts/*.sh tests/vm/*.sh tests/cluster/*.sh .ci/run; do
 	bash -n "$f" || bad=1
 done
 

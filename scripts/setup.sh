@@ -4,11 +4,14 @@
 # Installs and builds everything fastreg needs, idempotently: each step checks whether it is
 # already done and skips itself. Called by the make targets; never needs to be run by hand.
 #
-#   scripts/setup.sh            all steps (packages, bindgen, virtme-ng, test kernel)
-#   scripts/setup.sh host       only what host-side checks need (packages, bindgen)
+#   scripts/setup.sh              all steps (packages, bindgen, virtme-ng, every node kind's
+#                                 kernel, the arm64 root file system)
+#   scripts/setup.sh host         only what host-side checks need (packages, bindgen)
+#   scripts/setup.sh kernel KIND  one node kind's kernel (x86_64, arm64-64k, arm64-16k)
+#   scripts/setup.sh nodes        the arm64 kernels and root file system
 #
-# The test kernel is built once per (kernel version, config fragment, recipe) and cached under
-# $FASTREG_CACHE (default ~/.cache/fastreg), outside the clone.
+# Each kernel is built once per (kernel version, node kind, config fragment, recipe) and cached
+# under $FASTREG_CACHE (default ~/.cache/fastreg), outside the clone; so is the arm64 root.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -21,6 +24,8 @@ PACKAGES=(
 	make bison flex bc libelf-dev libssl-dev cpio kmod dwarves xz-utils
 	# VM and RDMA user space (the guest shares the host's root file system).
 	qemu-system-x86 udev iproute2 rdma-core ibverbs-utils perftest
+	# arm64 nodes: the emulator, and the tool that builds their Debian root file system.
+	qemu-system-arm mmdebstrap
 	# The benchmark's anchors: fio over nvme-rdma (nvme-cli connects it).
 	fio nvme-cli
 	# Python for virtme-ng's venv.
@@ -83,6 +88,16 @@ step_plot() {
 	"$FASTREG_VENV/bin/pip" install -q matplotlib
 }
 
+# The Debian mirror this machine already uses (never a host name written into the repo).
+mirror_uri() {
+	local uri
+	uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+	[ -n "$uri" ] || uri=$(awk '/^deb / && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' \
+		/etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | head -n1)
+	[ -n "$uri" ] || die "no Debian mirror URI found in /etc/apt"
+	echo "$uri"
+}
+
 # Downloads the kernel source .deb through a private apt state directory: the system's apt
 # sources are never touched, and the mirror URI is the one this machine already uses.
 fetch_kernel_source() {
@@ -93,10 +108,7 @@ fetch_kernel_source() {
 		return
 	fi
 	local uri apt=$FASTREG_CACHE/apt
-	uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-	[ -n "$uri" ] || uri=$(awk '/^deb / && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' \
-		/etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | head -n1)
-	[ -n "$uri" ] || die "no Debian mirror URI found in /etc/apt"
+	uri=$(mirror_uri)
 	mkdir -p "$apt"/{state,lists/partial,cache/archives/partial,etc} "$FASTREG_CACHE/src"
 	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $KERNEL_SOURCE_SUITE main" \
 		>"$apt/etc/sources.list"
@@ -110,20 +122,23 @@ fetch_kernel_source() {
 	echo "$deb"
 }
 
+# step_kernel [KIND]: the test kernel of a node kind (default x86_64), cached by its key.
 step_kernel() {
-	local kdir
-	if kdir=$(cached_kdir); then
-		log "kernel: cached build $kdir"
+	local kind=${1:-x86_64} kdir
+	if kdir=$(cached_kdir "$kind"); then
+		log "kernel $kind: cached build $kdir"
 		return
 	fi
-	local deb ver key dir
+	local deb ver key dir arch image
 	deb=$(fetch_kernel_source)
 	ver=$(dpkg-deb -f "$deb" Version)
-	key=$(kernel_key)
+	key=$(kernel_key "$kind")
+	arch=$(kind_arch "$kind")
 	dir=$FASTREG_CACHE/kernel/$ver-$key
+	[ "$kind" = x86_64 ] || dir=$FASTREG_CACHE/kernel/$ver-$kind-$key
 	kdir=$dir/linux
 	if [ ! -f "$kdir/Makefile" ]; then
-		log "kernel: unpacking $ver"
+		log "kernel $kind: unpacking $ver"
 		rm -rf "$dir"
 		mkdir -p "$dir/deb"
 		dpkg-deb -x "$deb" "$dir/deb"
@@ -131,27 +146,36 @@ step_kernel() {
 		tar -C "$kdir" --strip-components=1 -xf "$dir"/deb/usr/src/linux-source-*.tar.xz
 		rm -rf "$dir/deb"
 	fi
-	local flags
-	mapfile -t flags < <(kmake_flags)
+	local flags frag=$dir/fragment.config
+	mapfile -t flags < <(kmake_flags "$kind")
+	kind_fragment "$kind" >"$frag"
 	local jobs=$(($(nproc) + 1))
-	log "kernel: configuring $ver (fragment key $key)"
+	log "kernel $kind: configuring $ver (fragment key $key)"
 	make -C "$kdir" -s "${flags[@]}" allnoconfig
-	(cd "$kdir" && scripts/kconfig/merge_config.sh -m -O . .config "$KERNEL_FRAGMENT" >/dev/null)
+	(cd "$kdir" && scripts/kconfig/merge_config.sh -m -O . .config "$frag" >/dev/null)
 	make -C "$kdir" -s "${flags[@]}" olddefconfig
 	make -C "$kdir" -s "${flags[@]}" rustavailable
-	check_config "$kdir/.config"
-	log "kernel: building bzImage and modules with -j$jobs (10 to 15 minutes on 2 cores)"
+	check_config "$kdir/.config" "$frag"
+	case "$arch" in x86_64) image=bzImage ;; *) image=Image ;; esac
+	log "kernel $kind: building $image and modules with -j$jobs (10 to 15 minutes on 2 cores)"
 	local start=$SECONDS
-	make -C "$kdir" "${flags[@]}" -j"$jobs" bzImage modules >"$dir/build.log" 2>&1 ||
+	make -C "$kdir" "${flags[@]}" -j"$jobs" $image modules >"$dir/build.log" 2>&1 ||
 		{ tail -n 40 "$dir/build.log" >&2; die "kernel build failed, see $dir/build.log"; }
-	log "kernel: built in $((SECONDS - start)) s"
+	if [ "$kind" != x86_64 ]; then
+		# The guests of other architectures cannot use the host's /lib/modules: theirs is
+		# installed beside the tree and shared into the guest (scripts/cluster.sh).
+		rm -rf "$dir/mods"
+		make -C "$kdir" -s "${flags[@]}" INSTALL_MOD_PATH="$dir/mods" modules_install >>"$dir/build.log" 2>&1 ||
+			die "modules_install failed, see $dir/build.log"
+	fi
+	log "kernel $kind: built in $((SECONDS - start)) s"
 	touch "$kdir/.fastreg-built"
 }
 
 # Every option the fragment asks for must have survived olddefconfig (a missing dependency
 # silently drops it otherwise).
 check_config() {
-	local cfg=$1 bad=0 line opt val got
+	local cfg=$1 frag=$2 bad=0 line opt val got
 	while IFS= read -r line; do
 		case "$line" in CONFIG_*=*) ;; *) continue ;; esac
 		opt=${line%%=*}
@@ -161,18 +185,66 @@ check_config() {
 		n) [ -z "$got" ] || [[ "$got" == "# $opt is not set" ]] || { log "config: $opt wanted n, got $got"; bad=1; } ;;
 		*) [ "$got" = "$opt=$val" ] || { log "config: $opt wanted $val, got ${got:-unset}"; bad=1; } ;;
 		esac
-	done <"$KERNEL_FRAGMENT"
-	[ $bad -eq 0 ] || die "kernel config does not match $KERNEL_FRAGMENT"
+	done <"$frag"
+	[ $bad -eq 0 ] || die "kernel config does not match $frag"
+}
+
+# The arm64 nodes' root file system: Debian's arm64 packages unpacked (not configured: no
+# arm64 code runs on the host), cached by the package list and the stub.
+step_rootfs() {
+	local dir
+	dir=$(rootfs_dir)
+	if [ -f "$dir/.fastreg-built" ]; then
+		log "rootfs arm64: cached $dir"
+		return
+	fi
+	local uri
+	uri=$(mirror_uri)
+	log "rootfs arm64: unpacking ${#ROOTFS_PACKAGES[@]} packages and their dependencies from $ROOTFS_SUITE"
+	rm -rf "$dir"
+	mkdir -p "$(dirname "$dir")"
+	local list
+	list=$(IFS=,; echo "${ROOTFS_PACKAGES[*]}")
+	mmdebstrap --quiet --mode=root --variant=extract --architectures=arm64 --include="$list" \
+		"$ROOTFS_SUITE" "$dir" "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $ROOTFS_SUITE main" \
+		>"$dir.log" 2>&1 || { tail -n 20 "$dir.log" >&2; die "mmdebstrap failed, see $dir.log"; }
+	ln -sf bash "$dir/bin/sh"
+	# The root is read-only in the guest, so Python there could never cache its bytecode and
+	# would compile every module it imports, each time (seconds under emulation). Bytecode
+	# does not depend on the machine: the host's Python of the same version compiles it.
+	local py
+	py=$(ls "$dir"/usr/bin/python3.* | grep -E '/python3\.[0-9]+$' | head -n1)
+	py=/usr/bin/${py##*/}
+	[ -x "$py" ] || die "rootfs arm64: $py (the guest's Python version) missing on the host"
+	"$py" -m compileall -q -j0 "$dir/usr/lib/${py##*/}" >/dev/null 2>&1 || true
+	mkdir -p "$dir/fastreg/top" "$dir/fastreg/run" "$dir/lib/modules"
+	rootfs_stub >"$dir/fastreg-init"
+	chmod 755 "$dir/fastreg-init"
+	[ -x "$dir/usr/bin/python3" ] && [ -x "$dir/usr/bin/ib_write_bw" ] && [ -x "$dir/usr/bin/rdma" ] ||
+		die "rootfs arm64: python3, ib_write_bw or rdma missing in $dir"
+	touch "$dir/.fastreg-built"
+}
+
+# Everything the multi-node tests need beyond the x86_64 kernel: the arm64 kernels and their
+# root file system (scripts/cluster.sh).
+step_nodes() {
+	local kind
+	for kind in $NODE_KINDS; do
+		[ "$kind" = x86_64 ] || step_kernel "$kind"
+	done
+	step_rootfs
 }
 
 main() {
 	mkdir -p "$FASTREG_CACHE"
 	case "${1:-all}" in
 	host) step_packages; step_bindgen ;;
-	all) step_packages; step_bindgen; step_venv; step_kernel ;;
-	kernel) step_kernel ;;
-	bench) step_packages; step_bindgen; step_venv; step_kernel; step_plot ;;
-	*) die "usage: $0 [all|host|kernel|bench]" ;;
+	all) step_packages; step_bindgen; step_venv; step_kernel; step_nodes ;;
+	kernel) step_kernel "${2:-x86_64}" ;;
+	nodes) step_nodes ;;
+	rootfs) step_rootfs ;;
+	bench) step_packages; step_bindgen; step_venv; step_kernel; step_nodes; step_plot ;;
+	*) die "usage: $0 [all|host|kernel [KIND]|nodes|bench]" ;;
 	esac
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make test`: host unit tests, the module build, then the VM tests. Ends with the line
+# `make test`: host unit tests, the module builds, the VM tests, then the multi-node tests
+# (tests/cluster, through scripts/cluster.sh). Ends with the line
 # "N passed, N failed" over all of them; exits non-zero if anything failed.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -27,20 +28,27 @@ p=${p:-0} f=${f:-0}
 echo "host tests: $p passed, $f failed"
 add "$p" "$f"
 
-echo "==== module build"
-if scripts/kmake.sh modules; then
-	echo "module build: 1 passed, 0 failed"
-	add 1 0
-else
-	echo "module build: 0 passed, 1 failed"
-	add 0 1
-	echo "$passed passed, $failed failed"
-	exit 1
-fi
+echo "==== module build (one per node kind: $NODE_KINDS)"
+for kind in $NODE_KINDS; do
+	if FASTREG_KIND=$kind scripts/kmake.sh modules; then
+		echo "module build $kind: 1 passed, 0 failed"
+		add 1 0
+	else
+		echo "module build $kind: 0 passed, 1 failed"
+		add 0 1
+		echo "$passed passed, $failed failed"
+		exit 1
+	fi
+done
 
 echo "==== vm tests"
 counts=$(mktemp)
 FASTREG_VM_NOBUILD=1 FASTREG_COUNTS=$counts scripts/vm-tests.sh
+if read -r p f <"$counts"; then add "$p" "$f"; else add 0 1; fi
+
+echo "==== cluster tests"
+: >"$counts"
+FASTREG_VM_NOBUILD=1 FASTREG_COUNTS=$counts scripts/cluster-tests.sh
 if read -r p f <"$counts"; then add "$p" "$f"; else add 0 1; fi
 rm -f "$counts"
 

@@ -1,24 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Runs inside the VM started by scripts/vm.sh: sets up soft RoCE and fastreg, then CMD.
-#   vm-guest.sh PARAMS LOAD CMD...
-# Exports to CMD: FASTREG_TOP, FASTREG_NIC (the NIC rxe0 sits on), FASTREG_ADDR (its IPv4).
+# Runs inside the VM started by scripts/vm.sh: sets up the soft RDMA device and fastreg,
+# then CMD.
+#   vm-guest.sh RDMA PARAMS LOAD CMD...
+# RDMA is the device kind: rxe (soft RoCE, device rxe0) or siw (soft iWARP, device siw0).
+# Exports to CMD: FASTREG_TOP, FASTREG_RDMA (the device kind), FASTREG_DEV (the device),
+# FASTREG_NIC (the NIC it sits on), FASTREG_ADDR (its IPv4), FASTREG_KO (the module).
 set -uo pipefail
-params=$1 load=$2
-shift 2
+rdma=$1 params=$2 load=$3
+shift 3
 FASTREG_TOP=$(cd "$(dirname "$0")/.." && pwd)
-export FASTREG_TOP
+export FASTREG_TOP FASTREG_RDMA=$rdma FASTREG_DEV=${rdma}0 FASTREG_KO=$FASTREG_TOP/fastreg.ko
 
-fail() {
-	echo "vm-guest: $*" >&2
-	exit 1
-}
-
-mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
-# A task blocked uninterruptibly this long is reported (the VM tests fail on the report):
-# no teardown or unload may hang, however the transport got there.
-[ ! -w /proc/sys/kernel/hung_task_timeout_secs ] || echo 15 >/proc/sys/kernel/hung_task_timeout_secs
+. "$FASTREG_TOP/scripts/guest-lib.sh"
+guest_basics
 
 # The NIC: the first non-loopback device backed by hardware (udev may rename eth0).
 nic=""
@@ -27,7 +23,7 @@ for d in /sys/class/net/*; do
 	nic=${d##*/}
 	break
 done
-[ -n "$nic" ] || fail "no network interface found"
+[ -n "$nic" ] || guest_fail "no network interface found"
 ip link set "$nic" up
 addr=$(ip -4 -o addr show dev "$nic" | awk '{ split($4, a, "/"); print a[1]; exit }')
 if [ -z "$addr" ]; then
@@ -37,22 +33,8 @@ if [ -z "$addr" ]; then
 fi
 export FASTREG_NIC=$nic FASTREG_ADDR=$addr
 
-# fastreg.ko needs ib_core and rdma_cm; insmod does not load dependencies.
-modprobe rdma_rxe && modprobe rdma_cm || fail "modprobe rdma_rxe rdma_cm failed"
-rdma link add rxe0 type rxe netdev "$nic" || fail "rdma link add rxe0 failed"
-for _ in $(seq 50); do
-	rdma link show rxe0/1 2>/dev/null | grep -q 'state ACTIVE' && break
-	sleep 0.1
-done
-rdma link show rxe0/1 | grep -q 'state ACTIVE' || fail "rxe0 did not become ACTIVE"
+rdma_up "$rdma" "$FASTREG_DEV" "$nic"
+[ "$load" = 0 ] || load_fastreg "$FASTREG_KO" "$params"
 
-if [ "$load" = 1 ]; then
-	# shellcheck disable=SC2086 # PARAMS is a list of k=v words.
-	insmod "$FASTREG_TOP/fastreg.ko" $params || {
-		dmesg | grep -i fastreg | tail -n 5 >&2
-		fail "insmod fastreg.ko $params failed"
-	}
-fi
-
-cd "$FASTREG_TOP" || fail "no $FASTREG_TOP in the guest"
+cd "$FASTREG_TOP" || guest_fail "no $FASTREG_TOP in the guest"
 "$@"

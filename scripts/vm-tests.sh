@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Runs VM tests, each file in a fresh VM (scripts/vm.sh --no-load), and counts their KTAP
-# results. A VM that fails to boot, times out or dies counts as one failed test.
+# results. A VM that fails to boot, times out or dies counts as one failed test. A file with
+# "#@ vm ARGS" lines runs once per line, with scripts/vm.sh ARGS (e.g. "#@ vm --rdma siw");
+# one without runs once, on the defaults. FASTREG_INTEROP=1 (make interop) adds the
+# "#@ interop ARGS" lines. FASTREG_VM_FILTER=REGEX keeps the runs whose ARGS match it.
 #
 #   scripts/vm-tests.sh [TEST...]     (default: every tests/vm/[0-9]*.sh)
 #
@@ -16,23 +19,28 @@ tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(tests/vm/[0-9]*.sh)
 passed=0 failed=0
 for t in "${tests[@]}"; do
-	echo "# ---- $t"
-	out=$(FASTREG_VM_NOBUILD=${FASTREG_VM_NOBUILD:-} scripts/vm.sh --no-load --timeout "${FASTREG_VM_TIMEOUT:-900}" -- bash "$t" 2>&1)
-	rc=$?
-	printf '%s\n' "$out"
-	p=$(printf '%s\n' "$out" | grep -cE '^ok [0-9]+ ')
-	f=$(printf '%s\n' "$out" | grep -cE '^not ok [0-9]+ ')
-	plan=$(printf '%s\n' "$out" | sed -nE 's/^1\.\.([0-9]+)$/\1/p' | head -n1)
-	if [ -z "$plan" ] || [ $((p + f)) -ne "$plan" ]; then
-		echo "# $t: planned ${plan:-?} test points, saw $((p + f)) (exit $rc)"
-		f=$((f + 1))
-	elif [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-		echo "# $t: exited $rc with no failed test point"
-		f=1
-	fi
-	echo "# $t: $p passed, $f failed"
-	passed=$((passed + p))
-	failed=$((failed + f))
+	cfgs=()
+	while IFS= read -r line; do
+		line=${line#\#@ vm}
+		cfgs+=("${line#\#@ interop}")
+	done < <(grep -E "^#@ (vm${FASTREG_INTEROP:+|interop})( |\$)" "$t")
+	[ ${#cfgs[@]} -gt 0 ] || grep -qE '^#@ (vm|interop)( |$)' "$t" || cfgs=("")
+	for cfg in "${cfgs[@]}"; do
+		[[ "$cfg" =~ ${FASTREG_VM_FILTER:-.*} ]] || continue
+		eval "args=($cfg)"
+		name=$t${cfg:+ (${cfg# })}
+		echo "# ---- $name"
+		start=$SECONDS
+		out=$(FASTREG_VM_NOBUILD=${FASTREG_VM_NOBUILD:-} scripts/vm.sh "${args[@]}" --no-load \
+			--timeout "${FASTREG_VM_TIMEOUT:-900}" -- bash "$t" 2>&1)
+		rc=$?
+		printf '%s\n' "$out"
+		ktap_tally "$name" $rc "$out"
+		p=$KTAP_P f=$KTAP_F
+		echo "# $name: $p passed, $f failed in $((SECONDS - start)) s"
+		passed=$((passed + p))
+		failed=$((failed + f))
+	done
 done
 [ -z "${FASTREG_COUNTS:-}" ] || echo "$passed $failed" >"$FASTREG_COUNTS"
 echo "vm tests: $passed passed, $failed failed"

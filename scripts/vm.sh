@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Boots a fresh VM on the test kernel (virtme-ng, QEMU without KVM), brings up soft RoCE on
-# its NIC (rxe0), loads fastreg.ko, runs CMD in the guest and exits with CMD's status.
+# Boots a fresh VM on the test kernel (virtme-ng, QEMU without KVM), brings up a soft RDMA
+# device on its NIC (rxe0 for soft RoCE, the default; siw0 with --rdma siw, soft iWARP),
+# loads fastreg.ko, runs CMD in the guest and exits with CMD's status.
 #
-#   scripts/vm.sh [--params "k=v ..."] [--no-load] [--timeout S] [--memory SIZE] [--cpus N] -- CMD...
+#   scripts/vm.sh [--rdma rxe|siw] [--params "k=v ..."] [--no-load] [--timeout S]
+#                 [--memory SIZE] [--cpus N] -- CMD...
 #
 # The guest sees the host's root file system read-only, so this repository (and every host
 # tool: rdma, ip, perftest) is usable inside at the same path; /tmp is writable. CMD runs
@@ -14,13 +16,15 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 usage() {
-	sed -n '4,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,14p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
-params="" load=1 timeout=900 memory=2G cpus=2
+rdma=${FASTREG_RDMA:-rxe} params="" load=1 timeout=900 memory=2G cpus=2
 while [ $# -gt 0 ]; do
 	case "$1" in
+	--rdma) [ $# -ge 2 ] || usage; rdma=$2; shift 2 ;;
+	--rdma=*) rdma=${1#*=}; shift ;;
 	--params) [ $# -ge 2 ] || usage; params=$2; shift 2 ;;
 	--params=*) params=${1#*=}; shift ;;
 	--no-load) load=0; shift ;;
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || usage
 [[ "$timeout" =~ ^[0-9]+$ ]] || die "--timeout takes seconds"
+case "$rdma" in rxe | siw) ;; *) die "--rdma takes rxe or siw, not '$rdma'" ;; esac
 
 # Make sure the kernel, the tools and the module are there (each step is quick when done).
 if [ -z "${FASTREG_VM_NOBUILD:-}" ]; then
@@ -43,7 +48,7 @@ fi
 kdir=$(cached_kdir) || die "no test kernel built (run scripts/setup.sh)"
 [ $load -eq 0 ] || [ -f "$FASTREG_TOP/fastreg.ko" ] || die "fastreg.ko not built"
 
-guest=$(printf '%q ' bash "$FASTREG_TOP/scripts/vm-guest.sh" "$params" "$load" "$@")
+guest=$(printf '%q ' bash "$FASTREG_TOP/scripts/vm-guest.sh" "$rdma" "$params" "$load" "$@")
 set +e
 timeout -k 15 "$timeout" vng --run "$kdir" --disable-kvm --network user \
 	--memory "$memory" --cpus "$cpus" --user root --cwd "$FASTREG_TOP" \

@@ -3031,14 +3031,17 @@ impl CmHandler for Ctx {
                     st = conn.st.lock();
                 }
                 pr_info!(
-                    "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} sq_depth={}\n",
+                    "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} sq_depth={} \
+                     page_size={} peer_page_size={}\n",
                     conn.iface.addr,
                     conn.dir(),
                     conn.peer,
                     st.params.map(|p| p.queue_depth).unwrap_or(0),
                     st.params.map(|p| p.max_payload).unwrap_or(0),
                     st.params.map(|p| p.max_regs).unwrap_or(0),
-                    ep.caps().map(|c| c.send_wr).unwrap_or(0)
+                    ep.caps().map(|c| c.send_wr).unwrap_or(0),
+                    PAGE_SIZE,
+                    st.params.map(|p| p.page_size).unwrap_or(0)
                 );
                 conn.pump(&mut st);
             }
@@ -3118,6 +3121,8 @@ impl CmHandler for Ctx {
             Ok(asked) => negotiate::answer(asked, &me),
             Err(_) => Answer::Reject(Reason::Malformed, me.params(0, Reason::Malformed as u8)),
         };
+        // What the connection shows as the peer's page size: the requester's, not ours.
+        let peer_page_size = asked.map(|a| a.page_size).unwrap_or(0);
         // The interface that connects: the request's source address and listening port.
         let peer_iface = asked.ok().filter(|a| a.port != 0).map(|a| SockAddr {
             ip: peer.ip,
@@ -3134,7 +3139,10 @@ impl CmHandler for Ctx {
                 let conn = Conn::new(iface.clone(), peer, false, peer_iface, granted)?;
                 {
                     let mut st = conn.st.lock();
-                    st.params = Some(granted);
+                    st.params = Some(ConnParams {
+                        page_size: peer_page_size,
+                        ..granted
+                    });
                     st.peer_stamp = granted.dst_stamp;
                     st.credits = credits::limit(granted.queue_depth);
                     st.same_pool = iface.res.has_stamp(granted.stamp);

@@ -4,6 +4,10 @@
 # itself and across a veth pair, the brw matrix of sizes x offsets x read/write with full
 # data checks, several peers, concurrency 64 on a pool of 4 MRs, corruption detection by a
 # test hook, an unreachable peer, `stat`, CLI errors, and nothing left after rmmod.
+# Soft RoCE in make test; soft iWARP in make interop (see testing.rst: a reconnect race
+# on siw is open).
+#@ vm
+#@ interop --rdma siw
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/veth.sh"
 . "$(dirname "$0")/lst.sh"

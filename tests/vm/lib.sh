@@ -2,7 +2,7 @@
 # Guest-side helpers for the VM tests: KTAP output, module load/unload, resource and dmesg
 # checks. Sourced by tests/vm/*.sh, which run inside scripts/vm.sh.
 
-KO=${FASTREG_TOP:?run through scripts/vm.sh}/fastreg.ko
+KO=${FASTREG_KO:-${FASTREG_TOP:?run through scripts/vm.sh}/fastreg.ko}
 DBG=/sys/kernel/debug/fastreg
 _n=0
 _failed=0

@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0
-# Sourced by VM tests: two soft RoCE devices on a veth pair in one namespace, as the
-# kernel's net/rds selftest sets them up (accept_local, no reverse-path filter, host
-# routes, permanent neighbours). Sets VETH_ADDR0/1 and RXE_DEV0/1.
+# Sourced by VM tests: two soft RDMA devices (of the VM's kind, FASTREG_RDMA: rxe or siw)
+# on a veth pair in one namespace, as the kernel's net/rds selftest sets them up
+# (accept_local, no reverse-path filter, host routes, permanent neighbours). Sets
+# VETH_ADDR0/1 and RXE_DEV0/1 (the names say rxe for either kind).
 
 VETH_ADDR0=10.1.0.1
 VETH_ADDR1=10.1.0.2
 RXE_DEV0=rxe_v0
 RXE_DEV1=rxe_v1
+RDMA_KIND=${FASTREG_RDMA:-rxe}
 
 # Host routes, and neighbours (ARP does not resolve them on /32 routes): set again after a
 # link goes down, which flushes both.
@@ -29,6 +31,6 @@ veth_up() {
 	sysctl -qw net.ipv4.conf.all.rp_filter=0
 	ip addr add $VETH_ADDR0/32 dev veth_v0 && ip addr add $VETH_ADDR1/32 dev veth_v1 || return 1
 	veth_neigh || return 1
-	rdma link add $RXE_DEV0 type rxe netdev veth_v0 && rdma link add $RXE_DEV1 type rxe netdev veth_v1 || return 1
+	rdma link add $RXE_DEV0 type "$RDMA_KIND" netdev veth_v0 && rdma link add $RXE_DEV1 type "$RDMA_KIND" netdev veth_v1 || return 1
 	sleep 1
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Runs the multi-node tests: each tests/cluster/*.sh file once per "#@ cluster ARGS" line
+# it holds, through scripts/cluster.sh ARGS -- bash FILE. Every node prints a KTAP document;
+# all of them are counted. A node that does not finish, or prints fewer points than it
+# planned, counts as one failed test.
+#
+#   scripts/cluster-tests.sh [TEST...]     (default: every tests/cluster/[0-9]*.sh)
+#
+# Prints each node's KTAP output, then "cluster tests: N passed, N failed"; counts also go
+# to $FASTREG_COUNTS (if set) as "P F". FASTREG_CLUSTER_FILTER=REGEX runs only the
+# configurations whose "#@ cluster" line matches (e.g. 'rdma siw'). FASTREG_INTEROP=1 (make
+# interop) also runs the "#@ interop ARGS" lines: the larger matrix kept out of make test.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+
+cd "$FASTREG_TOP"
+tests=("$@")
+[ ${#tests[@]} -gt 0 ] || tests=(tests/cluster/[0-9]*.sh)
+passed=0 failed=0 run=build/cluster
+mkdir -p build
+for t in "${tests[@]}"; do
+	while IFS= read -r line; do
+		cfg=${line#\#@ cluster}
+		cfg=${cfg#\#@ interop}
+		[[ "$cfg" =~ ${FASTREG_CLUSTER_FILTER:-.} ]] || continue
+		echo "# ---- $t:$cfg"
+		eval "args=($cfg)"
+		start=$SECONDS
+		FASTREG_VM_NOBUILD=${FASTREG_VM_NOBUILD:-} scripts/cluster.sh "${args[@]}" -- bash "$t" >/dev/null 2>"$run.err"
+		rc=$?
+		cat "$run.err"
+		nodes=$(grep -c . <<<"$(ls "$run"/node*.console 2>/dev/null)")
+		for ((i = 0; i < nodes; i++)); do
+			out=$(cat "$run/node$i.out" 2>/dev/null)
+			echo "# node $i:"
+			printf '%s\n' "$out"
+			r=$(cat "$run/node$i.rc" 2>/dev/null || echo none)
+			ktap_tally "node $i" "$r" "$out"
+			p=$KTAP_P f=$KTAP_F
+			if ! grep -q '^1\.\.' <<<"$out" || [ "$r" = none ]; then
+				echo "# node $i: its console:"
+				tail -n 30 "$run/node$i.console" | sed 's/^/#   /'
+			fi
+			echo "# node $i: $p passed, $f failed"
+			passed=$((passed + p))
+			failed=$((failed + f))
+		done
+		echo "# $t:$cfg: exit $rc in $((SECONDS - start)) s"
+	done < <(grep -E "^#@ (cluster${FASTREG_INTEROP:+|interop})( |\$)" "$t")
+done
+rm -f "$run.err"
+[ -z "${FASTREG_COUNTS:-}" ] || echo "$passed $failed" >"$FASTREG_COUNTS"
+echo "cluster tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

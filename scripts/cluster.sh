@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Boots one VM per node on one private Ethernet segment, brings up an RDMA device on each
+# node's NIC, loads fastreg and runs CMD on every node; exits with node 0's status.
+#
+#   scripts/cluster.sh [--node KIND]... [--rdma rxe|siw] [--params "k=v ..."] [--no-load]
+#                      [--timeout S] [--memory SIZE] [--cpus N] -- CMD...
+#
+# KIND is x86_64 (4 KiB pages), arm64-64k or arm64-16k (default: one x86_64 and one
+# arm64-64k node); --rdma picks the device kind (default rxe; the device is rxe0 or siw0).
+# Node N has MAC 52:54:00:fa:00:NN and address 10.77.0.(N+1)/24. CMD runs from the project
+# tree on every node with FASTREG_TOP (that tree in the guest), FASTREG_NODE (the node's
+# index), FASTREG_NODES (every node's address, in node order), FASTREG_BARRIER (a command:
+# "$FASTREG_BARRIER NAME" returns when every node has reached NAME), FASTREG_KIND,
+# FASTREG_RDMA, FASTREG_DEV, FASTREG_NIC, FASTREG_ADDR and FASTREG_KO. Node 0's output is
+# shown as it runs; every node's output, exit status and console log are kept in
+# build/cluster/ (nodeN.out, nodeN.rc, nodeN.console). Nodes that do not finish within the
+# timeout (default 900 s) are killed: exit status 124.
+#
+# The segment is a bridge inside a network namespace made for the run and removed after it:
+# it never touches the host's own network.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+usage() {
+	sed -n '4,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+kinds=() rdma=rxe params="" load=1 timeout=900 memory=2G cpus=2
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--node) [ $# -ge 2 ] || usage; kinds+=("$2"); shift 2 ;;
+	--node=*) kinds+=("${1#*=}"); shift ;;
+	--rdma) [ $# -ge 2 ] || usage; rdma=$2; shift 2 ;;
+	--rdma=*) rdma=${1#*=}; shift ;;
+	--params) [ $# -ge 2 ] || usage; params=$2; shift 2 ;;
+	--params=*) params=${1#*=}; shift ;;
+	--no-load) load=0; shift ;;
+	--timeout) [ $# -ge 2 ] || usage; timeout=$2; shift 2 ;;
+	--memory) [ $# -ge 2 ] || usage; memory=$2; shift 2 ;;
+	--cpus) [ $# -ge 2 ] || usage; cpus=$2; shift 2 ;;
+	--) shift; break ;;
+	-h | --help) usage ;;
+	*) usage ;;
+	esac
+done
+[ $# -gt 0 ] || usage
+[ ${#kinds[@]} -gt 0 ] || kinds=(x86_64 arm64-64k)
+[ ${#kinds[@]} -le 16 ] || die "at most 16 nodes"
+[[ "$timeout" =~ ^[0-9]+$ ]] || die "--timeout takes seconds"
+case "$rdma" in rxe | siw) ;; *) die "--rdma takes rxe or siw, not '$rdma'" ;; esac
+for k in "${kinds[@]}"; do valid_kind "$k"; done
+[ "$(id -u)" -eq 0 ] || die "needs root (network namespace, tap devices)"
+
+# Kernels, root file system and modules (each step is quick when done).
+if [ -z "${FASTREG_VM_NOBUILD:-}" ]; then
+	"$FASTREG_TOP/scripts/setup.sh" all 2>&1 | grep -v ': .*present$\|: cached\|packages: all' >&2 || true
+	for k in $(printf '%s\n' "${kinds[@]}" | sort -u); do
+		FASTREG_KIND=$k "$FASTREG_TOP/scripts/kmake.sh" -s modules >&2 || die "module build for $k failed"
+	done
+fi
+
+run=$FASTREG_TOP/build/cluster
+mkdir -p "$run"
+exec 9>"$run/.lock"
+flock -n 9 || die "another scripts/cluster.sh is running on this clone"
+rm -rf "$run/barrier" "$run"/node*
+addrs=() kos=()
+for i in "${!kinds[@]}"; do
+	addrs+=("10.77.0.$((i + 1))")
+	ko=$(kind_module "${kinds[$i]}")
+	[ $load -eq 0 ] || [ -f "$ko" ] || die "${ko#"$FASTREG_TOP"/} not built"
+	kos+=("${ko#"$FASTREG_TOP"/}")
+done
+{
+	printf 'FASTREG_NODES=%q\n' "${addrs[*]}"
+	printf 'FASTREG_KINDS=(%s)\n' "$(printf '%q ' "${kinds[@]}")"
+	printf 'FASTREG_KOS=(%s)\n' "$(printf '%q ' "${kos[@]}")"
+	printf 'FASTREG_RDMA=%q FASTREG_PARAMS=%q FASTREG_LOAD=%q FASTREG_TIMEOUT=%q\n' \
+		"$rdma" "$params" "$load" "$timeout"
+	printf 'FASTREG_CMD=(%s)\n' "$(printf '%q ' "$@")"
+} >"$run/env"
+
+ns=fastreg-cluster-$$
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill -- -"$p" 2>/dev/null || true; done
+	sleep 1
+	for p in "${pids[@]}"; do kill -9 -- -"$p" 2>/dev/null || true; done
+	ip netns del "$ns" 2>/dev/null || true
+	[ -z "${tailpid:-}" ] || kill "$tailpid" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+ip netns add "$ns"
+ip -n "$ns" link add frbr0 type bridge
+ip -n "$ns" link set frbr0 up
+
+# boot_node N: starts node N's VM in the background, inside the namespace, on tap frtapN.
+boot_node() {
+	local i=$1 kind=${kinds[$1]} kdir mac tap=frtap$1 net
+	kdir=$(cached_kdir "$kind") || die "no $kind kernel built (scripts/setup.sh nodes)"
+	mac=$(printf '52:54:00:fa:00:%02x' "$i")
+	ip -n "$ns" tuntap add dev "$tap" mode tap
+	ip -n "$ns" link set "$tap" master frbr0 up
+	net="-netdev tap,id=fr0,ifname=$tap,script=no,downscript=no -device virtio-net-pci,netdev=fr0,mac=$mac"
+	case "$kind" in
+	x86_64)
+		setsid ip netns exec "$ns" timeout -k 10 "$timeout" vng --run "$kdir" --disable-kvm \
+			--memory "$memory" --cpus "$cpus" --user root --cwd "$FASTREG_TOP" --rwdir="$run" \
+			--qemu-opts="$net" --exec "bash $FASTREG_TOP/scripts/cluster-guest.sh $i $run" \
+			</dev/null >"$run/node$i.console" 2>&1 &
+		;;
+	arm64-*)
+		local root mods
+		root=$(rootfs_dir) && [ -f "$root/.fastreg-built" ] ||
+			die "no arm64 root file system (scripts/setup.sh nodes)"
+		mods=$(dirname "$kdir")/mods/lib/modules
+		local fs=() tag path ro
+		for tag in /dev/root:"$root":on fastreg_top:"$FASTREG_TOP":on fastreg_run:"$run":off fastreg_mods:"$mods":on; do
+			IFS=: read -r tag path ro <<<"$tag"
+			fs+=(-fsdev "local,id=fs${#fs[@]},path=$path,security_model=none,readonly=$ro"
+				-device "virtio-9p-pci,fsdev=fs${#fs[@]},mount_tag=$tag")
+		done
+		# shellcheck disable=SC2086 # $net is a list of QEMU options.
+		setsid ip netns exec "$ns" timeout -k 10 "$timeout" qemu-system-aarch64 -M virt \
+			-cpu max,pauth-impdef=on -smp "$cpus" -m "$memory" -nographic -no-reboot \
+			-kernel "$kdir/arch/arm64/boot/Image" \
+			-append "console=ttyAMA0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose ro init=/fastreg-init loglevel=4 FASTREG_NODE=$i" \
+			"${fs[@]}" $net </dev/null >"$run/node$i.console" 2>&1 &
+		;;
+	esac
+	pids+=($!)
+}
+
+log "cluster: ${#kinds[@]} nodes (${kinds[*]}) on $rdma, timeout $timeout s; logs in ${run#"$FASTREG_TOP"/}/"
+for i in "${!kinds[@]}"; do boot_node "$i"; done
+touch "$run/node0.out"
+tail -n +1 -F "$run/node0.out" 2>/dev/null &
+tailpid=$!
+
+# Every node ends by itself (its command returns, the VM powers off) or by its timeout.
+for i in "${!pids[@]}"; do wait "${pids[$i]}" || true; done
+sleep 0.5
+kill "$tailpid" 2>/dev/null || true
+tailpid=""
+rc=""
+for i in "${!kinds[@]}"; do
+	if [ -f "$run/node$i.rc" ]; then
+		r=$(cat "$run/node$i.rc")
+	else
+		r=124
+		log "cluster: node $i (${kinds[$i]}) did not finish: see ${run#"$FASTREG_TOP"/}/node$i.console"
+	fi
+	[ -n "$rc" ] || rc=$r
+	[ "$r" = 0 ] || [ "$i" = 0 ] || log "cluster: node $i (${kinds[$i]}) exited $r"
+done
+exit "$rc"

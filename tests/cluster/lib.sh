@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: GPL-2.0
+# Helpers for the multi-node tests (tests/cluster/*.sh), which run on every node of
+# scripts/cluster.sh at once. Each node prints its own KTAP document (same plan on every
+# node, whatever its role); scripts/cluster-tests.sh counts them all. Sourced.
+. "$FASTREG_TOP/tests/vm/lib.sh"
+. "$FASTREG_TOP/tests/vm/lst.sh"
+
+[ -n "${FASTREG_BARRIER:-}" ] || { echo "run through scripts/cluster.sh"; exit 1; }
+NODES=($FASTREG_NODES)
+ME=$FASTREG_NODE
+PAGE=$(getconf PAGESIZE)
+
+barrier() {
+	"$FASTREG_BARRIER" "$1"
+}
+
+# publish KEY VALUE / published NODE KEY: a value every node can read (the run directory).
+publish() {
+	echo "$2" >"$FASTREG_RUN/$1.$ME"
+}
+published() {
+	cat "$FASTREG_RUN/$2.$1"
+}
+
+# skip NAME REASON: a test point that does not apply to this node's role.
+skip() {
+	_n=$((_n + 1))
+	echo "ok $_n $1 # SKIP $2"
+}
+
+# within S CMD...: CMD succeeds within S seconds (tried every half second).
+within() {
+	local limit=$1 start=$SECONDS out
+	shift
+	until out=$("$@" 2>&1); do
+		if [ $((SECONDS - start)) -ge "$limit" ]; then
+			printf '%s\n' "$out"
+			return 1
+		fi
+		sleep 0.5
+	done
+}
+
+# pool_count NAME: a counter of this node's pool on its RDMA device.
+pool_count() {
+	sed -n "s/^$FASTREG_DEV:.* $1=\([0-9]*\).*/\1/p" "$DBG/pools"
+}
+
+# conn_to PEER: this node's line in debugfs conns for its connection to PEER.
+conn_to() {
+	grep -E "^  conn -> $1:" "$DBG/conns"
+}
+
+clean_unload() {
+	unload && no_fastreg_resources
+}
