@@ -18,7 +18,7 @@ SHELL := /bin/bash
 ifdef KDIR
 SETUP := host
 else
-SETUP := all
+SETUP := vm
 endif
 
 .PHONY: all module setup test interop run bench lint clean
@@ -34,7 +34,8 @@ module: setup
 test:
 	@scripts/test.sh
 
-interop: setup
+interop:
+	@scripts/setup.sh all
 	@for k in $$(. scripts/lib.sh; echo $$NODE_KINDS); do FASTREG_KIND=$$k scripts/kmake.sh -s modules || exit 1; done
 	@FASTREG_VM_NOBUILD=1 FASTREG_INTEROP=1 FASTREG_VM_FILTER='rdma siw' scripts/vm-tests.sh; \
 		FASTREG_VM_NOBUILD=1 FASTREG_INTEROP=1 scripts/cluster-tests.sh

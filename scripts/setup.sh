@@ -6,6 +6,7 @@
 #
 #   scripts/setup.sh              all steps (packages, bindgen, virtme-ng, every node kind's
 #                                 kernel, the arm64 root file system)
+#   scripts/setup.sh vm           what one x86_64 VM needs (no arm64 kernels or root)
 #   scripts/setup.sh host         only what host-side checks need (packages, bindgen)
 #   scripts/setup.sh kernel KIND  one node kind's kernel (x86_64, arm64-64k, arm64-16k)
 #   scripts/setup.sh nodes        the arm64 kernels and root file system
@@ -240,11 +241,12 @@ main() {
 	case "${1:-all}" in
 	host) step_packages; step_bindgen ;;
 	all) step_packages; step_bindgen; step_venv; step_kernel; step_nodes ;;
+	vm) step_packages; step_bindgen; step_venv; step_kernel ;;
 	kernel) step_kernel "${2:-x86_64}" ;;
 	nodes) step_nodes ;;
 	rootfs) step_rootfs ;;
 	bench) step_packages; step_bindgen; step_venv; step_kernel; step_nodes; step_plot ;;
-	*) die "usage: $0 [all|host|kernel [KIND]|nodes|bench]" ;;
+	*) die "usage: $0 [all|vm|host|kernel [KIND]|nodes|rootfs|bench]" ;;
 	esac
 }
 

@@ -42,7 +42,7 @@ case "$rdma" in rxe | siw) ;; *) die "--rdma takes rxe or siw, not '$rdma'" ;; e
 
 # Make sure the kernel, the tools and the module are there (each step is quick when done).
 if [ -z "${FASTREG_VM_NOBUILD:-}" ]; then
-	"$FASTREG_TOP/scripts/setup.sh" all 2>&1 | grep -v ': .*present$\|: cached build\|packages: all' >&2 || true
+	"$FASTREG_TOP/scripts/setup.sh" vm 2>&1 | grep -v ': .*present$\|: cached build\|packages: all' >&2 || true
 	"$FASTREG_TOP/scripts/kmake.sh" -s modules >&2 || die "module build failed"
 fi
 kdir=$(cached_kdir) || die "no test kernel built (run scripts/setup.sh)"
