@@ -46,11 +46,6 @@ pool_count() {
 	sed -n "s/^$FASTREG_DEV:.* $1=\([0-9]*\).*/\1/p" "$DBG/pools"
 }
 
-# conn_to PEER: this node's line in debugfs conns for its connection to PEER.
-conn_to() {
-	grep -E "^  conn -> $1:" "$DBG/conns"
-}
-
 clean_unload() {
 	unload && no_fastreg_resources
 }
