@@ -30,3 +30,40 @@ run_clean() {
 	shift
 	lst "$@" && clean_run "$n"
 }
+
+# matrix_points NAME SIZES OFFSETS N: after a `brw` over the lists SIZES x OFFSETS
+# (comma-separated), one test point per pair, "NAME size=S offset=O", passing when its
+# run did N transfers, all good. A pair without a run (the CLI failed) fails; a failed
+# run's figures and kernel lines follow its point as diagnostics.
+matrix_points() {
+	local name=$1 verdict point
+	while read -r verdict point; do
+		case $verdict in
+		ok) ok "$name $point" ;;
+		not) not_ok "$name $point" ;;
+		*) echo "# $point" ;;
+		esac
+	done < <(python3 - "$OUT" "$2" "$3" "$4" <<'PY'
+import json, sys
+path, sizes, offsets, n = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), int(sys.argv[4])
+try:
+    r = json.load(open(path))
+    runs = r.get("runs", [r])
+except (OSError, ValueError):
+    runs = []
+by = {(x.get("size"), x.get("offset")): x for x in runs}
+for s in sizes:
+    for o in offsets:
+        x = by.get((int(s), int(o)))
+        good = x is not None and x["status"] == "ok" and x["ops"] == n and x["errors"] == 0
+        print("ok" if good else "not", f"size={s} offset={o}")
+        if x is None:
+            print("diag", "no run" if runs else f"no result in {path}")
+        elif not good:
+            print("diag", {k: x[k] for k in ("ops", "errors", "corrupt", "errors_by_kind")},
+                  [p["first_error"] for p in x["peers"]])
+            for line in x["kernel_messages"]:
+                print("diag", line)
+PY
+	)
+}
