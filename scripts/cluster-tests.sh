@@ -38,12 +38,13 @@ for t in "${tests[@]}"; do
 			printf '%s\n' "$out"
 			r=$(cat "$run/node$i.rc" 2>/dev/null || echo none)
 			ktap_tally "node $i" "$r" "$out"
-			p=$KTAP_P f=$KTAP_F
+			p=$KTAP_P f=$KTAP_F sk=""
+			[ "$KTAP_S" -eq 0 ] || sk=", $KTAP_S skipped"
 			if ! grep -q '^1\.\.' <<<"$out" || [ "$r" = none ]; then
 				echo "# node $i: its console:"
 				tail -n 30 "$run/node$i.console" | sed 's/^/#   /'
 			fi
-			echo "# node $i: $p passed, $f failed"
+			echo "# node $i: $p passed, $f failed$sk"
 			passed=$((passed + p))
 			failed=$((failed + f))
 		done

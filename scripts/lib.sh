@@ -139,15 +139,17 @@ rootfs_dir() {
 }
 
 # ktap_tally NAME RC OUTPUT: counts the points of a KTAP document (OUTPUT, from a run that
-# exited RC) into KTAP_P and KTAP_F. A document with fewer points than it planned, or a run
+# exited RC) into KTAP_P (passed), KTAP_F (failed) and KTAP_S (skipped: "ok N ... # SKIP
+# why", neither passed nor failed). A document with fewer points than it planned, or a run
 # that failed with no point failed, counts one failure more (and says so).
 ktap_tally() {
 	local name=$1 rc=$2 out=$3 plan
-	KTAP_P=$(printf '%s\n' "$out" | grep -cE '^ok [0-9]+ ')
+	KTAP_S=$(printf '%s\n' "$out" | grep -cE '^ok [0-9]+ .* # SKIP')
+	KTAP_P=$(($(printf '%s\n' "$out" | grep -cE '^ok [0-9]+ ') - KTAP_S))
 	KTAP_F=$(printf '%s\n' "$out" | grep -cE '^not ok [0-9]+ ')
 	plan=$(printf '%s\n' "$out" | sed -nE 's/^1\.\.([0-9]+)$/\1/p' | head -n1)
-	if [ -z "$plan" ] || [ $((KTAP_P + KTAP_F)) -ne "$plan" ]; then
-		echo "# $name: planned ${plan:-?} test points, saw $((KTAP_P + KTAP_F)) (exit $rc)"
+	if [ -z "$plan" ] || [ $((KTAP_P + KTAP_F + KTAP_S)) -ne "$plan" ]; then
+		echo "# $name: planned ${plan:-?} test points, saw $((KTAP_P + KTAP_F + KTAP_S)) (exit $rc)"
 		KTAP_F=$((KTAP_F + 1))
 	elif [ "$rc" != 0 ] && [ "$KTAP_F" -eq 0 ]; then
 		echo "# $name: exited $rc with no failed test point"

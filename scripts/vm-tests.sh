@@ -18,6 +18,8 @@ cd "$FASTREG_TOP"
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(tests/vm/[0-9]*.sh)
 passed=0 failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 for t in "${tests[@]}"; do
 	cfgs=()
 	while IFS= read -r line; do
@@ -31,13 +33,15 @@ for t in "${tests[@]}"; do
 		name=$t${cfg:+ (${cfg# })}
 		echo "# ---- $name"
 		start=$SECONDS
-		out=$(FASTREG_VM_NOBUILD=${FASTREG_VM_NOBUILD:-} scripts/vm.sh "${args[@]}" --no-load \
-			--timeout "${FASTREG_VM_TIMEOUT:-900}" -- bash "$t" 2>&1)
-		rc=$?
-		printf '%s\n' "$out"
+		# Shown as it comes (a suite runs for minutes), and kept for the tally.
+		FASTREG_VM_NOBUILD=${FASTREG_VM_NOBUILD:-} scripts/vm.sh "${args[@]}" --no-load \
+			--timeout "${FASTREG_VM_TIMEOUT:-900}" -- bash "$t" 2>&1 | tee "$log"
+		rc=${PIPESTATUS[0]}
+		out=$(<"$log")
 		ktap_tally "$name" $rc "$out"
-		p=$KTAP_P f=$KTAP_F
-		echo "# $name: $p passed, $f failed in $((SECONDS - start)) s"
+		p=$KTAP_P f=$KTAP_F sk=""
+		[ "$KTAP_S" -eq 0 ] || sk=", $KTAP_S skipped"
+		echo "# $name: $p passed, $f failed$sk in $((SECONDS - start)) s"
 		passed=$((passed + p))
 		failed=$((failed + f))
 	done

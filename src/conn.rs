@@ -1132,9 +1132,17 @@ impl Conn {
                     reason
                 );
             }
-            // Flush everything posted; the owner drains and frees later, outside handlers.
-            if let Some(ep) = &st.ep {
-                ep.disconnect();
+            // An established connection is disconnected here, so that everything posted
+            // flushes and the peer hears of it at once; the owner drains and frees later,
+            // outside handlers. Before that there is nothing to break, and on iWARP
+            // `rdma_disconnect` would wait for the connect or accept still in progress,
+            // whose end runs the CM handler, which needs this lock: a flush completion
+            // that failed a connecting connection deadlocked siw that way. Its teardown
+            // disconnects, with no lock held.
+            if st.state == State::Established {
+                if let Some(ep) = &st.ep {
+                    ep.disconnect();
+                }
             }
         }
         st.state = s;
@@ -1171,8 +1179,16 @@ impl Conn {
 
     /// A work request of the connection completed in error: unless the connection is
     /// already going down (its work requests flush), log it and fail the connection.
+    ///
+    /// A flush while an active connection is still connecting is the CM's doing (siw
+    /// moves the QP to the error state on a reject before it reports the reject): the CM
+    /// event that follows decides, so that a reject with lower limits is retried, and
+    /// [`Conn::wait_connected`] bounds the wait.
     fn wr_failed(&self, st: &mut ConnState, wc: &Wc<'_>, reason: &'static str) {
         if matches!(st.state, State::Closing | State::Closed) {
+            return;
+        }
+        if wc.flushed() && self.active && st.state == State::Connecting {
             return;
         }
         pr_err!(
@@ -2623,10 +2639,36 @@ impl Conn {
         let cookie = Self::new_xfer(&mut st, Kind::Put)?;
         let r = self.stale_write(&mut st, &res, &region, &old, cookie, &mut left);
         self.forget_xfer(&mut st, cookie);
-        r
+        drop(st);
+        let rkey = old.as_slice().first().map_or(0, |r| r.rkey);
+        match r? {
+            // The chain failed: the peer's answer to the WRITE was an access error (RoCE
+            // acknowledges every RDMA WRITE).
+            false => {}
+            // On iWARP an RDMA WRITE completes once the transport has it; a peer that
+            // refuses the key terminates the connection. A round trip after it tells.
+            true if self.ping_once(timeout_ms).is_err() => {}
+            true => {
+                pr_err!(
+                    "{} -> {}: an RDMA WRITE with a dead rkey {:#x} succeeded\n",
+                    self.iface.addr,
+                    self.peer,
+                    rkey
+                );
+                return Err(EIO);
+            }
+        }
+        pr_info!(
+            "{} -> {}: the sink's old rkey {:#x} was refused\n",
+            self.iface.addr,
+            self.peer,
+            rkey
+        );
+        Ok(())
     }
 
-    /// The write of [`Conn::fault`] with the sink's old registrations `old`.
+    /// The write of [`Conn::fault`] with the sink's old registrations `old`: whether its
+    /// chain completed without error.
     fn stale_write(
         &self,
         st: &mut MutexGuard<'_, ConnState>,
@@ -2635,7 +2677,7 @@ impl Conn {
         old: &Regs,
         cookie: u64,
         left: &mut Jiffies,
-    ) -> Result {
+    ) -> Result<bool> {
         self.wait_room(st, Room::Message)?;
         st.tagged.reserve(1, GFP_KERNEL)?;
         let mut local = KVec::new();
@@ -2666,21 +2708,7 @@ impl Conn {
             },
             GFP_NOWAIT,
         );
-        if self.settle_chain(st, cookie, left) {
-            pr_err!(
-                "{} -> {}: an RDMA WRITE with a dead rkey succeeded\n",
-                self.iface.addr,
-                self.peer
-            );
-            return Err(EIO);
-        }
-        pr_info!(
-            "{} -> {}: the sink's old rkey {:#x} was refused\n",
-            self.iface.addr,
-            self.peer,
-            old.as_slice()[0].rkey
-        );
-        Ok(())
+        Ok(self.settle_chain(st, cookie, left))
     }
 
     /// PUT of `len` bytes at `offset` into the first page of a new buffer, fully checked.

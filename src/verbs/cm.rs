@@ -405,8 +405,12 @@ impl<T: CmHandler> Endpoint<T> {
         }
     }
 
-    /// Disconnects without waiting (from any context but this id's handler's own
-    /// teardown): the QP moves to the error state and posted work requests flush.
+    /// Disconnects: the QP moves to the error state and posted work requests flush.
+    ///
+    /// Process context. It may sleep: on iWARP, `iw_cm_disconnect` first waits for a
+    /// connect or accept downcall in progress, which ends only after this id's handler
+    /// has run for its answer. So before the connection is established, call it only
+    /// with no lock held that the handler takes.
     pub(crate) fn disconnect(&self) {
         self.sq.close();
         // SAFETY: The id is valid; disconnecting twice only returns an error.

@@ -88,6 +88,11 @@ impl Wc<'_> {
         self.0.status == ib::ib_wc_status_IB_WC_SUCCESS
     }
 
+    /// Whether the work request was flushed (its QP is in the error state).
+    pub(crate) fn flushed(&self) -> bool {
+        self.0.status == ib::ib_wc_status_IB_WC_WR_FLUSH_ERR
+    }
+
     /// The status, as ib_core's number (`enum ib_wc_status`).
     pub(crate) fn status(&self) -> u32 {
         self.0.status

@@ -17,12 +17,14 @@
 MAX=4194304
 SIZES=(1 4095 4097 65535 65536 65537 1048575 1048576 $MAX)
 OFFSETS=0,1,4095,4097,65535,65537
+SIZE_LIST=$(IFS=,; echo "${SIZES[*]}")
+N_OFFSETS=6
 PEER=${NODES[$((1 - ME))]}
 SMALL_QD=4 SMALL_PAYLOAD=262144
 
-# Each node is the client once (2 + 2 x sizes points) and the server once (1 point); then
-# 3 log, 2 perftest, 7 limits and 3 final points.
-ktap_begin $((3 + 2 * ${#SIZES[@]} + 15))
+# Each node is the client once (2 + 2 x sizes x offsets points) and the server once (1
+# point); then 3 log, 2 perftest, 7 limits and 3 final points.
+ktap_begin $((3 + 2 * ${#SIZES[@]} * N_OFFSETS + 15))
 publish page "$PAGE"
 barrier start
 PEER_PAGE=$(published $((1 - ME)) page)
@@ -34,12 +36,12 @@ for phase in 0 1; do
 	barrier "phase$phase"
 	if [ "$ME" = "$phase" ]; then
 		check "client: ping the $PEER_PAGE-byte-page peer" run_clean 20 ping --peer "$PEER" --count 20 --concurrency 4
+		# One CLI run per direction (it takes seconds to start under emulation, more on
+		# arm64), a point per size and offset.
 		for op in write read; do
-			for size in "${SIZES[@]}"; do
-				check "client: brw $op size=$size offsets=$OFFSETS check=full" \
-					run_clean 6 brw $op --peer "$PEER" --size "$size" --offset $OFFSETS \
-					--check full --count 1
-			done
+			"$LST" --json brw $op --peer "$PEER" --size "$SIZE_LIST" --offset $OFFSETS \
+				--check full --count 1 >"$OUT"
+			matrix_points "client: brw $op check=full" "$SIZE_LIST" $OFFSETS 1
 		done
 		barrier "split$phase"
 		# Offsets at a 4 KiB page but inside a 64 KiB one, and the other way round.

@@ -22,12 +22,6 @@ published() {
 	cat "$FASTREG_RUN/$2.$1"
 }
 
-# skip NAME REASON: a test point that does not apply to this node's role.
-skip() {
-	_n=$((_n + 1))
-	echo "ok $_n $1 # SKIP $2"
-}
-
 # within S CMD...: CMD succeeds within S seconds (tried every half second).
 within() {
 	local limit=$1 start=$SECONDS out

@@ -3,10 +3,9 @@
 # Interfaces and connections between two rxe devices on a veth pair: negotiation down to
 # the smaller side's values, IMMEDIATE round trips under credit flow control, clear errors
 # for unreachable peers and missing listeners, link down and back up, teardown.
-# Soft RoCE in make test; soft iWARP in make interop (see testing.rst: a reconnect race
-# on siw is open).
+# On soft RoCE and soft iWARP, both in make test.
 #@ vm
-#@ interop --rdma siw
+#@ vm --rdma siw
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/veth.sh"
 
@@ -84,6 +83,7 @@ recreate_and_resume() {
 	rdma link add $RXE_DEV0 type "$RDMA_KIND" netdev veth_v0 &&
 		rdma link add $RXE_DEV1 type "$RDMA_KIND" netdev veth_v1 || return 1
 	local i
+	ctl iface add $RXE_DEV0 $VETH_ADDR0 queue_depth=16 max_payload=4M max_regs=16 || return 1
 	for i in $(seq 20); do
 		grep -q "^iface $RXE_DEV1 " "$CONNS" && grep -q "^iface $RXE_DEV0 " "$CONNS" && break
 		sleep 0.5
@@ -103,6 +103,7 @@ keepalive_noops() {
 }
 dead_peers_reaped() {
 	local i
+	ctl iface add $RXE_DEV0 $VETH_ADDR0 queue_depth=16 max_payload=4M max_regs=16 || return 1
 	for i in $(seq 20); do
 		grep -q 'established=0 closing=0 closed=0' "$CONNS" && return 0
 		sleep 1
@@ -170,7 +171,7 @@ bulk_counters() {
 sizes=(1 4095 4096 4097 65536 1048575 1048576)
 offsets=(0 1 4095)
 
-ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 15))
+ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 16))
 check "two rxe devices on a veth pair" veth_up
 check "insmod timeout=5" load timeout=5
 default_ifaces() {
@@ -205,18 +206,60 @@ fault_refused() {
 	dmesg_mark
 	ctl fault $VETH_ADDR0 $VETH_ADDR1 "$1" && dmesg_has "$VETH_ADDR1:[0-9]+ <- $VETH_ADDR0:[0-9]+: invalid message: $2"
 }
+# RoCE acknowledges an RDMA WRITE, so the write itself fails with an access error; on
+# iWARP it completes once TCP has it, and the peer refusing the key terminates the
+# connection (the round trip after it fails).
 stale_rkey_refused() {
 	dmesg_mark
 	ctl fault $VETH_ADDR0 $VETH_ADDR1 stale_rkey &&
-		dmesg_has 'work request failed: remote access error' &&
-		dmesg_has "the sink's old rkey 0x[0-9a-f]+ was refused"
+		dmesg_has "the sink's old rkey 0x[0-9a-f]+ was refused" || return 1
+	if [ "$RDMA_KIND" = siw ]; then
+		dmesg_has "$VETH_ADDR0:7471 -> $VETH_ADDR1:7471: closing: "
+	else
+		dmesg_has 'work request failed: remote access error'
+	fi
 }
 check "corrupted header (magic): the peer closes the connection, naming the reason" fault_refused magic "bad magic"
 check "oversized registration count: refused" fault_refused regs "size or registration count beyond"
 check "wrong length: refused" fault_refused length "length field does not match"
 check "after a PUT, an RDMA WRITE with the sink's old rkey fails (the key died)" stale_rkey_refused
 check "traffic resumes on a new connection after the faults" bulk put 1 65536
-check "a restarted peer: its old connections are closed when it connects again" peer_restart_replaces
+# siw's TCP between the two local addresses goes over loopback, not the veth (the test
+# kernel has no policy routing to send it out), so netem and link flaps on the veth do not
+# reach it: what needs them is skipped on siw.
+ON_LOOPBACK="siw between two local addresses runs over loopback: the veth cannot cut it"
+if [ "$RDMA_KIND" = siw ]; then
+	skip "a restarted peer: its old connections are closed when it connects again" "$ON_LOOPBACK"
+else
+	check "a restarted peer: its old connections are closed when it connects again" peer_restart_replaces
+fi
+
+# The peer retuned smaller and larger in turn: each next connection is rejected (or
+# accepted) and retried with the peer's limits, and pings on it succeed. On siw the
+# reject's flush completion comes before the reject: a completion handler disconnecting
+# under the connection's lock, while iw_cm waited for the reject's handler (which needs
+# that lock), once deadlocked both; and a flush taken as the failure lost the retry.
+retune_rounds() {
+	local i
+	ctl iface add $RXE_DEV0 $VETH_ADDR0 queue_depth=16 max_payload=4M max_regs=16 || return 1
+	for i in $(seq 20); do
+		# Through the selftest (the module's workqueue), as fastreg-lst runs it, both ways.
+		lst_ping $VETH_ADDR0 $VETH_ADDR1 && lst_ping $VETH_ADDR1 $VETH_ADDR0 || return 1
+		if [ $((i % 2)) = 1 ]; then
+			ctl iface add $RXE_DEV1 $VETH_ADDR1 queue_depth=4 max_payload=256k max_regs=8
+		else
+			ctl iface add $RXE_DEV1 $VETH_ADDR1 queue_depth=16 max_payload=4M max_regs=16
+		fi || return 1
+		lst_ping $VETH_ADDR0 $VETH_ADDR1 || { echo "round $i: after the retune"; return 1; }
+	done
+}
+# lst_ping FROM PEER: three selftest round trips, all good.
+lst_ping() {
+	echo "ping from=$1 peers=$2 count=3" >"$DBG/lst" && grep -q "^test=ping .* ops=3 .*errors=0 " "$DBG/lst" ||
+		{ echo "ping $1 -> $2:"; cat "$DBG/lst"; return 1; }
+}
+check "the peer retuned 20 times, smaller and larger in turn: every ping after succeeds" \
+	no_hang 180 retune_rounds
 
 # rmmod while transfers run: no oops, nothing left (checked below).
 rmmod_during_traffic() {
@@ -237,9 +280,15 @@ check "rmmod during bulk transfers" rmmod_during_traffic
 check "nothing left after rmmod" no_fastreg_resources
 check "reload with timeout=5 keepalive=1: default interfaces again" bash -c "insmod $KO timeout=5 keepalive=1 && grep -q '^iface $RXE_DEV1 ' $CONNS"
 check "idle connections exchange keepalive NOOPs" keepalive_noops
-check "link down during pings: they fail and the connection closes with the reason" link_down_fails
-check "both sides' failed connections are torn down by the periodic work" dead_peers_reaped
-check "rxe devices recreated after the flap: interfaces back, ping, PUT and GET resume" recreate_and_resume
+if [ "$RDMA_KIND" = siw ]; then
+	skip "link down during pings: they fail and the connection closes with the reason" "$ON_LOOPBACK"
+	skip "both sides' failed connections are torn down by the periodic work" "$ON_LOOPBACK"
+else
+	check "link down during pings: they fail and the connection closes with the reason" link_down_fails
+	check "both sides' failed connections are torn down by the periodic work" dead_peers_reaped
+fi
+check "rxe devices recreated after the flap: interfaces back, ping, PUT and GET resume" \
+	no_hang 120 recreate_and_resume
 check "interfaces removed" bash -c "echo 'iface del $VETH_ADDR0' >$CTL && echo 'iface del $VETH_ADDR1' >$CTL && ! grep -q '^iface rxe_v' $CONNS"
 check "rmmod" unload
 check "nothing left at the end" no_fastreg_resources

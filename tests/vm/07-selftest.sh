@@ -4,8 +4,9 @@
 # itself and across a veth pair, the brw matrix of sizes x offsets x read/write with full
 # data checks, several peers, concurrency 64 on a pool of 4 MRs, corruption detection by a
 # test hook, an unreachable peer, `stat`, CLI errors, and nothing left after rmmod.
-# Soft RoCE in make test; soft iWARP in make interop (see testing.rst: a reconnect race
-# on siw is open).
+# Soft RoCE in make test; soft iWARP in make interop, while two siw problems are open
+# (testing.rst): GETs from two peers at once once read data that differed from the pattern,
+# and a connect whose TCP SYN goes unanswered holds its teardown until siw gives up.
 #@ vm
 #@ interop --rdma siw
 . "$(dirname "$0")/lib.sh"
@@ -84,7 +85,7 @@ check "brw read check=none does not see it either" \
 # Unreachable peer: a clear error within the timeout.
 start=$(date +%s)
 check "ping to an unreachable peer fails" \
-	bash -c "! '$LST' --json ping --peer 10.9.9.9 --count 1 >$OUT"
+	no_hang 120 bash -c "! '$LST' --json ping --peer 10.9.9.9 --count 1 >$OUT"
 elapsed=$(($(date +%s) - start))
 check "  within the timeout (${elapsed} s)" test $elapsed -le 15
 check "  as a timeout or connection error, named" \
@@ -113,26 +114,11 @@ check "  as refused" expect "r['errors_by_kind']['refused'] == 1"
 # here once removed it before the first transfer had completed (ops 0, in CI).
 # 48 registrations on the pair's pools: at most 16 belong to transfers still in flight
 # (8 slots, one registration on each side), so at least 16 transfers are done.
-pair_registrations() {
-	local n=0 line r
-	while read -r line; do
-		case "$line" in
-		"$RXE_DEV0: "* | "$RXE_DEV1: "*)
-			r=${line##* registrations=}
-			n=$((n + ${r%% *})) ;;
-		esac
-	done <"$DBG/pools"
-	echo $n
-}
-base=$(pair_registrations)
+base=$(registrations $RXE_DEV0 $RXE_DEV1)
 "$LST" --json brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 64k --concurrency 8 \
 	--seconds 120 >$OUT 2>&1 &
 lst_pid=$!
-deadline=$((SECONDS + 90))
-while [ "$(pair_registrations)" -lt $((base + 48)) ] && [ $SECONDS -lt $deadline ]; do
-	sleep 0.2
-done
-check "a 120 s brw write is under way" test "$(pair_registrations)" -ge $((base + 48))
+check "a 120 s brw write is under way" wait_for registered $((base + 48)) $RXE_DEV0 $RXE_DEV1
 start=$SECONDS
 ctl iface del $VETH_ADDR0
 wait $lst_pid

@@ -42,12 +42,32 @@ negotiated() {
 		{ cat "$DBG/conns"; return 1; }
 }
 
+# served_from PEER: the transfers served on the connections accepted from PEER, summed.
+served_from() {
+	local n=0 line s
+	while read -r line; do
+		case "$line" in
+		"conn <- $1:"*)
+			s=${line##* served=}
+			n=$((n + ${s%% *})) ;;
+		esac
+	done <"$DBG/conns"
+	echo $n
+}
+
+# both_served N: each side of the pair has served at least N transfers to the other.
+both_served() {
+	local a b
+	a=$(served_from $A) b=$(served_from $B)
+	[ "$a" -ge "$1" ] && [ "$b" -ge "$1" ] || { echo "served: $a from $A, $b from $B"; return 1; }
+}
+
 clean_unload() {
 	unload && no_fastreg_resources
 }
 
 DEPTHS=(1 254 255 256)
-ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 13 + 9 + 6 + 6 + 5 + 1))
+ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 13 + 9 + 6 + 7 + 6 + 1))
 
 check "veth pair with two rxe devices" veth_up
 
@@ -185,10 +205,21 @@ pinger=$!
 	done
 ) &
 flapper=$!
-for _ in $(seq 6); do
-	timeout -s KILL 1 "$LST" brw write --from $A --peer $A --size 256k --concurrency 16 --seconds 30 \
-		>/dev/null 2>&1
-done
+# Each writer is killed once its run is seen registering (the CLI takes seconds to start
+# under emulation: a kill after a fixed second once came before the command was written).
+killed_mid_run() {
+	local i base w
+	for i in $(seq 6); do
+		base=$(registrations $RXE_DEV0)
+		"$LST" brw write --from $A --peer $A --size 256k --concurrency 16 --seconds 30 \
+			>/dev/null 2>&1 &
+		w=$!
+		wait_for registered $((base + 16)) $RXE_DEV0 || { kill -9 $w; return 1; }
+		kill -9 $w
+		wait $w 2>/dev/null
+	done
+}
+check "  six selftest writers killed in the middle of their runs" killed_mid_run
 wait $pinger $flapper
 ctl iface add $RXE_DEV1 $B >/dev/null 2>&1
 check "  after the races, traffic works" \
@@ -204,7 +235,8 @@ check "  interfaces on the pair" pair
 w1=$!
 "$LST" brw read --from $B --peer $A --size 256k --concurrency 64 --seconds 60 >/dev/null 2>&1 &
 w2=$!
-sleep 5
+check "  128 transfers under way (both sides serving)" \
+	wait_for both_served 64
 check "  rdma link delete with 128 transfers in flight returns within 30 s" \
 	within 30 rdma link delete $RXE_DEV1
 check "  rmmod returns within 30 s" within 30 unload

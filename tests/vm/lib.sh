@@ -24,9 +24,10 @@ not_ok() {
 }
 
 # check NAME CMD...: one test point, passing when CMD succeeds. CMD's output is shown as
-# KTAP diagnostics when it fails.
+# KTAP diagnostics when it fails; a point that took 10 s or more says how long (where a
+# suite's time goes).
 check() {
-	local name=$1 out
+	local name=$1 out start=$SECONDS
 	shift
 	if out=$("$@" 2>&1); then
 		ok "$name"
@@ -34,6 +35,7 @@ check() {
 		[ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/# /'
 		not_ok "$name"
 	fi
+	[ $((SECONDS - start)) -lt 10 ] || echo "# (took $((SECONDS - start)) s)"
 }
 
 ktap_end() {
@@ -107,4 +109,80 @@ no_fastreg_resources() {
 # Summary line of `rdma resource show` for all devices (counts per type), to compare.
 resource_counts() {
 	rdma resource show | sed 's/^[0-9]*: //'
+}
+
+# registrations DEV...: the registrations counted by the pools of DEVs, summed.
+registrations() {
+	local n=0 line r dev
+	while read -r line; do
+		for dev in "$@"; do
+			case "$line" in
+			"$dev: "*)
+				r=${line##* registrations=}
+				n=$((n + ${r%% *})) ;;
+			esac
+		done
+	done <"$DBG/pools"
+	echo $n
+}
+
+# registered N DEV...: the pools of DEVs have counted at least N registrations.
+registered() {
+	local want=$1 n
+	shift
+	n=$(registrations "$@")
+	[ "$n" -ge "$want" ] || { echo "$n registrations on $*, not $want"; return 1; }
+}
+
+# wait_for CMD...: polls CMD every 0.2 s until it succeeds, at most 90 s; fails with CMD's
+# last output if it never does. How a test knows that transfers it started in the
+# background are moving data (`wait_for registered N DEV`): the CLI alone takes seconds
+# to start under emulation, so a fixed sleep proves nothing.
+wait_for() {
+	local deadline=$((SECONDS + 90)) out
+	until out=$("$@" 2>&1); do
+		[ $SECONDS -lt $deadline ] || { echo "after 90 s: ${out:-$* failed}"; return 1; }
+		sleep 0.2
+	done
+}
+
+# blocked_tasks: every task in uninterruptible sleep, with its kernel stack.
+blocked_tasks() {
+	local t
+	for t in /proc/[0-9]*; do
+		grep -q '^State:.*D' "$t/status" 2>/dev/null || continue
+		echo "$(cat "$t/comm" 2>/dev/null) (${t#/proc/}):"
+		cat "$t/stack" 2>/dev/null
+	done
+}
+
+# no_hang SECS CMD...: CMD succeeds within SECS seconds. One still running then (stuck in
+# the kernel: a deadlock leaves it unkillable) fails the point with the blocked tasks'
+# stacks; its output goes to a file, so that it cannot hold the point's output open.
+no_hang() {
+	local secs=$1 pid rc out=/tmp/no_hang.$$.out
+	shift
+	"$@" >"$out" 2>&1 &
+	pid=$!
+	local deadline=$((SECONDS + secs))
+	while kill -0 $pid 2>/dev/null; do
+		if [ $SECONDS -ge $deadline ]; then
+			cat "$out"
+			echo "still running after $secs s; blocked tasks:"
+			blocked_tasks
+			return 1
+		fi
+		sleep 0.5
+	done
+	wait $pid
+	rc=$?
+	cat "$out"
+	return $rc
+}
+
+# skip NAME WHY: a test point that cannot be made here, said so (KTAP SKIP: neither passed
+# nor failed in the counts).
+skip() {
+	_n=$((_n + 1))
+	echo "ok $_n $1 # SKIP $2"
 }
