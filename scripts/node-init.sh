@@ -23,6 +23,11 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
+# What udev or systemd would make: bash's process substitution needs /dev/fd.
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do
+	[ -e "/dev/${i#*:}" ] || ln -s "/proc/self/fd/${i%%:*}" "/dev/${i#*:}"
+done
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 mount -t debugfs debugfs /sys/kernel/debug

@@ -154,6 +154,8 @@ pub(crate) struct ConnParam<'a> {
 struct QpParts {
     qp: NonNull<ib::ib_qp>,
     caps: QpCaps,
+    /// Signal RDMA WRITEs too (iWARP; see [`SendChain::link`]).
+    signal_writes: bool,
     _send_cq: Cq,
     _recv_cq: Cq,
     _pd: Arc<Pd>,
@@ -314,6 +316,7 @@ impl<T: CmHandler> Endpoint<T> {
         let parts = QpParts {
             qp,
             caps,
+            signal_writes: device.is_iwarp(),
             _send_cq: send_cq,
             _recv_cq: recv_cq,
             _pd: pd.clone(),
@@ -372,7 +375,7 @@ impl<T: CmHandler> Endpoint<T> {
         if let Err(e) = self.sq.admit(n, wait_ms) {
             return Err((e, Some(chain)));
         }
-        let first = chain.link(done.cqe_ptr(), self.sq.err_cqe());
+        let first = chain.link(done.cqe_ptr(), self.sq.err_cqe(), parts.signal_writes);
         let cqe = match Completion::arm(done, chain) {
             Ok(cqe) => cqe,
             Err(chain) => {

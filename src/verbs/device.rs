@@ -99,6 +99,15 @@ impl Device {
         (addr != 0).then_some(b)
     }
 
+    /// Whether the device is an iWARP RNIC (siw among them): its work completions mean
+    /// only that the transport has the data (see [`crate::verbs::SendChain`]).
+    pub(crate) fn is_iwarp(&self) -> bool {
+        // SAFETY: The device is valid; `node_type` is set before registration and never
+        // changes.
+        let t = unsafe { (*self.as_raw()).node_type };
+        u32::from(t) == ib::RDMA_NODE_RNIC
+    }
+
     /// The device's fast-registration attributes.
     pub(crate) fn attrs(&self) -> DeviceAttrs {
         // SAFETY: The device is valid; `attrs` is written by the driver before registration

@@ -182,6 +182,10 @@ impl SendQueue {
     unsafe extern "C" fn err_done(_cq: *mut ib::ib_cq, wc: *mut ib::ib_wc) {
         // SAFETY: ib_core passes a valid completion.
         let wc = unsafe { &*wc };
+        // A signaled RDMA WRITE that succeeded (iWARP, see `SendChain::link`).
+        if wc.status == ib::ib_wc_status_IB_WC_SUCCESS {
+            return;
+        }
         // SAFETY: `wr_cqe` is `err_cqe`, the first field of a live `SendQueue` (the queue
         // lives until its QP is drained and destroyed).
         let sq = unsafe { &*(*wc.__bindgen_anon_1.wr_cqe.as_ref()).cast::<SendQueue>() };

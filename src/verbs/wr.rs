@@ -267,14 +267,21 @@ impl SendChain {
         self.push(wr, SgeRange { start, count })
     }
 
-    /// Links the work requests for posting: every one unsignaled with `err_cqe` (which only
-    /// sees failures), the last signaled with `cqe`. Returns the first, or null if empty.
+    /// Links the work requests for posting: every one with `err_cqe` (which only acts on
+    /// failures), unsignaled, the last signaled with `cqe`. Returns the first, or null if
+    /// empty.
+    ///
+    /// With `signal_writes` (iWARP) the RDMA WRITEs are signaled too: siw sends an
+    /// unsignaled WRITE of a page or more zero-copy, its pages spliced into TCP, which
+    /// reads them again to send or retransmit after the chain completed, when the buffer
+    /// may already be refilled by its owner. A signaled WRITE is copied.
     ///
     /// The pointers stay valid until the chain is modified or dropped.
     pub(super) fn link(
         &mut self,
         cqe: *mut ib::ib_cqe,
         err_cqe: *mut ib::ib_cqe,
+        signal_writes: bool,
     ) -> *mut ib::ib_send_wr {
         let n = self.wrs.len();
         let sges = self.sges.as_mut_ptr();
@@ -296,7 +303,7 @@ impl SendChain {
             let last = i + 1 == n;
             // SAFETY: Kernel ULPs use the `wr_cqe` member of the union.
             unsafe { *wr.__bindgen_anon_1.wr_cqe.as_mut() = if last { cqe } else { err_cqe } };
-            if last {
+            if last || (signal_writes && wr.opcode == ib::ib_wr_opcode_IB_WR_RDMA_WRITE) {
                 wr.send_flags |= ib::ib_send_flags_IB_SEND_SIGNALED;
             } else {
                 wr.send_flags &= !(ib::ib_send_flags_IB_SEND_SIGNALED);
