@@ -101,6 +101,8 @@ use crate::{
 
 /// Receive buffers and message slots beyond the queue depth (for NOOPs and replies).
 const EXTRA: u32 = credits::EXTRA;
+/// How long a teardown waits for the device to answer a connect ([`Conn::out_of_connect`]).
+const OUT_OF_CONNECT_SECS: i64 = 150;
 /// How long connecting may take.
 const CONNECT_MS: u32 = 10_000;
 /// rdma_cm resolution timeout.
@@ -273,6 +275,9 @@ struct ConnState {
     outstanding: u32,
     /// Idle send slots, each with its chain storage.
     tx_free: KVec<(Arc<Completion<TxSlot>>, SendChain)>,
+    /// Every send slot, idle or not (teardown takes back those whose completion the
+    /// device lost).
+    tx_all: KVec<Arc<Completion<TxSlot>>>,
     rx: KVec<Arc<Completion<RxSlot>>>,
     /// Messages owed to the peer (answers and requests to serve), sent in order as credits
     /// allow.
@@ -300,6 +305,14 @@ struct ConnState {
     stats: Stats,
     /// The peer is an interface on the same device: both ends take MRs from one pool.
     same_pool: bool,
+    /// The connect request is being sent (`rdma_connect`, on the module's workqueue or in
+    /// the CM handler, with this lock released), or on iWARP is out and unanswered. On
+    /// siw the first is a blocking TCP connect, for about two minutes when the SYN goes
+    /// unanswered; the second lasts until the peer answers the MPA request or siw gives
+    /// up. Meanwhile iwcm holds `IWCM_F_CONNECT_WAIT`, and both `rdma_disconnect` and
+    /// `rdma_destroy_id` wait for it, uninterruptibly: [`Conn::teardown`] waits for this
+    /// to clear first, in short sleeps.
+    in_connect: bool,
 }
 
 /// What a posted chain sends.
@@ -682,8 +695,8 @@ impl Iface {
         self.connected.notify_all();
         // The listener first: no new connection while the others go.
         drop(listener);
-        for c in conns.iter() {
-            c.teardown("interface removed");
+        for c in conns.into_iter() {
+            c.teardown_soon("interface removed");
         }
         // Their DMA mappings must not outlive the interface's use of the device.
         let spare = core::mem::take(&mut *self.spare.lock());
@@ -715,8 +728,8 @@ impl Iface {
             }
             dead
         };
-        for c in dead.iter() {
-            c.teardown("closed");
+        for c in dead.into_iter() {
+            c.teardown_soon("closed");
         }
     }
 
@@ -804,8 +817,9 @@ impl Iface {
                 return Ok(conn);
             }
             let retry = conn.st.lock().retry.take();
-            self.forget(&conn);
-            conn.teardown("connect failed");
+            if self.forget(&conn) {
+                conn.teardown_soon("connect failed");
+            }
             match retry {
                 Some(Retry::With(lower)) => {
                     pr_info!(
@@ -905,8 +919,13 @@ impl Iface {
         &self.res
     }
 
-    fn forget(&self, conn: &Arc<Conn>) {
-        self.st.lock().conns.retain(|c| !Arc::ptr_eq(c, conn));
+    /// Takes `conn` out of the list; returns whether it was there. Whoever takes a
+    /// connection out tears it down (a shutdown may have taken it first).
+    fn forget(&self, conn: &Arc<Conn>) -> bool {
+        let mut st = self.st.lock();
+        let before = st.conns.len();
+        st.conns.retain(|c| !Arc::ptr_eq(c, conn));
+        st.conns.len() != before
     }
 
     /// The connection to `peer` this interface initiated, if any.
@@ -922,8 +941,9 @@ impl Iface {
     /// Closes the connection to `peer`, if any.
     pub(crate) fn close(&self, peer: SockAddr) -> Result {
         let c = self.find(peer).ok_or(ENOENT)?;
-        self.forget(&c);
-        c.teardown("closed by request");
+        if self.forget(&c) {
+            c.teardown_soon("closed by request");
+        }
         Ok(())
     }
 
@@ -979,6 +999,7 @@ impl Conn {
                     credits: 0,
                     outstanding: 0,
                     tx_free: KVec::new(),
+                    tx_all: KVec::new(),
                     rx: KVec::new(),
                     owed: KVec::new(),
                     next_cookie: 1,
@@ -993,6 +1014,7 @@ impl Conn {
                     tagged: KVec::new(),
                     stats: Stats::default(),
                     same_pool: false,
+                    in_connect: false,
                 }, "fastreg::Conn::st"),
                 cv <- new_condvar!("fastreg::Conn::cv"),
             }),
@@ -1034,18 +1056,15 @@ impl Conn {
         let slots = (u32::from(qd) + EXTRA) as usize;
         let pd = &self.iface.res.pd;
         let mut tx = KVec::with_capacity(slots, GFP_KERNEL)?;
+        let mut tx_all = KVec::with_capacity(slots, GFP_KERNEL)?;
         let mut rx = KVec::with_capacity(slots, GFP_KERNEL)?;
         for _ in 0..slots {
-            tx.push(
-                (
-                    Completion::new(TxSlot {
-                        conn: self.clone(),
-                        buf: MsgBuf::new(pd, wire::MAX_MSG as usize)?,
-                    })?,
-                    SendChain::with_capacity(1, 1)?,
-                ),
-                GFP_KERNEL,
-            )?;
+            let slot = Completion::new(TxSlot {
+                conn: self.clone(),
+                buf: MsgBuf::new(pd, wire::MAX_MSG as usize)?,
+            })?;
+            tx_all.push(slot.clone(), GFP_KERNEL)?;
+            tx.push((slot, SendChain::with_capacity(1, 1)?), GFP_KERNEL)?;
             rx.push(
                 Completion::new(RxSlot {
                     conn: self.clone(),
@@ -1061,6 +1080,7 @@ impl Conn {
         // The slots refer to the connection: teardown breaks the cycle, and finds them here
         // whatever happens next.
         st.tx_free = tx;
+        st.tx_all = tx_all;
         st.rx = rx;
         for r in st.rx.iter() {
             ep.post_recv(&r.value().buf, r)?;
@@ -1207,21 +1227,150 @@ impl Conn {
         self.on(&mut st, Event::Error, reason);
     }
 
+    /// [`Conn::teardown`], now; or on the module's workqueue while its connect request is
+    /// out ([`ConnState::in_connect`]; on siw for minutes), so that the caller is not held.
+    /// The device's removal waits for it (`DevRes::wait_background`).
+    fn teardown_soon(self: Arc<Self>, reason: &'static str) {
+        // Closed in the same lock section as the check: once closing, no connect starts.
+        let pending = {
+            let mut st = self.st.lock();
+            self.on(&mut st, Event::Close, reason);
+            st.in_connect
+        };
+        if pending {
+            if let Some(q) = verbs::module_wq() {
+                let res = self.iface.res.clone();
+                res.work_started();
+                let conn = self.clone();
+                let later = move || {
+                    conn.teardown(reason);
+                    drop(conn);
+                    res.work_done();
+                };
+                match q.try_spawn(GFP_KERNEL, later) {
+                    Ok(()) => {
+                        pr_info!(
+                            "{} {} {}: the device is still connecting: torn down in the \
+                             background\n",
+                            self.iface.addr,
+                            self.dir(),
+                            self.peer
+                        );
+                        return;
+                    }
+                    // Not spawned: the closure, and the count it would have ended, are
+                    // gone with the error.
+                    Err(_) => self.iface.res.work_done(),
+                }
+            }
+        }
+        self.teardown(reason);
+    }
+
+    /// Sends the connect request (see the [`CmEvent::RouteResolved`] handler), on the
+    /// module's workqueue, unless a teardown came first.
+    fn connect_work(self: Arc<Self>, ep: Arc<Endpoint<Ctx>>, private: [u8; wire::CONN_LEN]) {
+        let go = self.st.lock().state == State::Connecting;
+        let iwarp = Self::is_iwarp(&ep);
+        let r = if go {
+            // SAFETY: Not in the id's handler (on the module's workqueue), and nothing
+            // disconnects or closes the endpoint meanwhile: `in_connect` is set, and only
+            // an established connection is disconnected outside teardown (`Conn::on`),
+            // while teardown waits for `in_connect` to clear.
+            unsafe {
+                ep.connect_unlocked(&ConnParam {
+                    private: &private,
+                    rd_atomic: 16,
+                })
+            }
+        } else {
+            Ok(())
+        };
+        // Before `in_connect` clears: the teardown that waits for it destroys the endpoint,
+        // and must hold its last reference.
+        drop(ep);
+        let mut st = self.st.lock();
+        self.connect_sent(&mut st, go && r.is_ok() && iwarp);
+        if let Err(e) = r {
+            st.connect_err = Some(e.to_errno());
+            self.on(&mut st, Event::Error, "connect failed");
+        }
+        drop(st);
+        self.iface.res.work_done();
+    }
+
+    /// Whether `ep` is on an iWARP device.
+    fn is_iwarp(ep: &Endpoint<Ctx>) -> bool {
+        ep.device().is_some_and(|d| d.is_iwarp())
+    }
+
+    /// `rdma_connect` returned: `in_connect` clears, unless the request is out on iWARP,
+    /// where it clears with the answer (an established, rejected or failed event).
+    fn connect_sent(&self, st: &mut ConnState, awaiting_answer: bool) {
+        if !awaiting_answer {
+            st.in_connect = false;
+            self.cv.notify_all();
+        }
+    }
+
+    /// The CM answered the connect request (see [`ConnState::in_connect`]).
+    fn answered(&self, st: &mut ConnState) {
+        st.in_connect = false;
+        self.cv.notify_all();
+    }
+
+    /// Waits, with the lock released meanwhile, until `in_connect` clears:
+    /// `rdma_disconnect` must not run beside `rdma_connect` (on iWARP, rdma_cm frees the
+    /// `iw_cm_id` of a failed connect without a lock that `rdma_disconnect` takes), and on
+    /// iWARP both it and `rdma_destroy_id` would wait for the answer uninterruptibly.
+    fn out_of_connect<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, ConnState>,
+    ) -> MutexGuard<'a, ConnState> {
+        let start = Instant::<Monotonic>::now();
+        while st.in_connect {
+            // Bounded: a device that never answers is left to iwcm's own wait (after TCP's
+            // SYN timeout, about 127 s, siw has given up on any connect it started).
+            if start.elapsed() >= Delta::from_secs(OUT_OF_CONNECT_SECS) {
+                pr_warn!(
+                    "{} {} {}: no answer to the connect after {} s: tearing down anyway\n",
+                    self.iface.addr,
+                    self.dir(),
+                    self.peer,
+                    OUT_OF_CONNECT_SECS
+                );
+                break;
+            }
+            drop(st);
+            // Short sleeps rather than a condition variable: uninterruptible, so that no
+            // signal cuts the wait short, without looking like a hung task.
+            kernel::time::delay::fsleep(Delta::from_millis(20));
+            st = self.st.lock();
+        }
+        st
+    }
+
     /// Disconnects, drains, and frees the endpoint and the buffers. Process context only.
     fn teardown(&self, reason: &'static str) {
         let ep = {
             let mut st = self.st.lock();
             self.on(&mut st, Event::Close, reason);
+            let mut st = self.out_of_connect(st);
             st.ep.take()
         };
-        if let Some(ep) = ep {
-            // Every posted work request completes (flushed) before this returns.
+        // Every posted work request completes (flushed) before `close` returns, unless the
+        // device lost its completion; those are taken back once the QP is gone.
+        let gone = ep.and_then(|ep| {
             ep.close();
-            drop(ep);
-        }
+            Endpoint::destroy(ep)
+        });
         let mut st = self.st.lock();
+        if let Some(gone) = gone {
+            self.reclaim_lost(&st, &gone);
+        }
         // The slots refer to the connection: break the cycle.
         st.tx_free.clear();
+        st.tx_all.clear();
         st.rx.clear();
         st.owed.clear();
         // Everything in flight has completed or flushed: MRs whose keys may still be valid
@@ -1264,6 +1413,30 @@ impl Conn {
         st.state = s;
         Self::wake_all(&mut st);
         self.cv.notify_all();
+    }
+
+    /// Takes back the slots whose completion the device lost (see
+    /// [`Completion::reclaim_lost`]), now that the endpoint is destroyed (`gone`).
+    fn reclaim_lost(&self, st: &ConnState, gone: &verbs::QpGone) {
+        let mut lost = 0u32;
+        for s in st.tx_all.iter() {
+            // SAFETY: A connection's send slots are posted only on its endpoint, the one
+            // `gone` proves destroyed (teardown took it from `st.ep`, the only place).
+            lost += u32::from(unsafe { Completion::reclaim_lost(s, gone) });
+        }
+        for s in st.rx.iter() {
+            // SAFETY: As above, for its receive slots.
+            lost += u32::from(unsafe { Completion::reclaim_lost(s, gone) });
+        }
+        if lost > 0 {
+            pr_warn!(
+                "{} {} {}: the device lost {} completion(s) after the drain: taken back\n",
+                self.iface.addr,
+                self.dir(),
+                self.peer,
+                lost
+            );
+        }
     }
 
     fn limits(&self, st: &ConnState) -> Option<Limits> {
@@ -3018,19 +3191,49 @@ impl CmHandler for Ctx {
                 let caps = Conn::caps(res, asked.queue_depth, asked.max_payload, asked.max_regs);
                 let r = ep
                     .create_qp(&res.pd, caps)
-                    .and_then(|()| conn.setup(&mut st, &ep, asked.queue_depth))
-                    .and_then(|()| {
-                        let private = asked.encode();
-                        ep.connect(&ConnParam {
-                            private: &private,
-                            rd_atomic: 16,
-                        })
-                    });
+                    .and_then(|()| conn.setup(&mut st, &ep, asked.queue_depth));
+                if r.is_err() {
+                    conn.on(&mut st, Event::Error, "connect failed");
+                    return;
+                }
+                // Without the lock, and off this handler: siw connects its TCP socket in
+                // rdma_connect, blocking, for about two minutes when the SYN goes
+                // unanswered. Under the lock that held the caller's bounded wait and every
+                // reader of the connection; in this handler it holds rdma_cm's ordered
+                // workqueue, and with it every other connection's setup on the node. So it
+                // runs on the module's workqueue ([`Conn::connect_work`]); teardown waits
+                // for `in_connect` to clear.
+                st.in_connect = true;
+                let private = asked.encode();
+                if let Some(q) = verbs::module_wq() {
+                    let c = conn.clone();
+                    let e: Arc<Endpoint<Ctx>> = ep.into();
+                    // Counted until it is done: the device's removal waits for it, so
+                    // rdma_cm's own removal never finds this id's handler lock held.
+                    conn.iface.res.work_started();
+                    if q.try_spawn(GFP_KERNEL, move || c.connect_work(e, private))
+                        .is_ok()
+                    {
+                        return;
+                    }
+                    conn.iface.res.work_done();
+                }
+                // No workqueue (the module is going) or no memory: here, unlocked. The
+                // CM's answer cannot overtake it (rdma_cm runs this id's handler once at a
+                // time).
+                drop(st);
+                let r = ep.connect(&ConnParam {
+                    private: &private,
+                    rd_atomic: 16,
+                });
+                st = conn.st.lock();
+                conn.connect_sent(&mut st, r.is_ok() && Conn::is_iwarp(&ep));
                 if r.is_err() {
                     conn.on(&mut st, Event::Error, "connect failed");
                 }
             }
             CmEvent::Established(private) => {
+                conn.answered(&mut st);
                 if conn.active {
                     let granted = match ConnParams::decode(private) {
                         Ok(g) if negotiate::check_accept(&st.asked, &g) => g,
@@ -3073,13 +3276,15 @@ impl CmHandler for Ctx {
                 );
                 conn.pump(&mut st);
             }
-            CmEvent::Rejected(status, private) => match ConnParams::decode(private) {
-                Ok(limits) => {
-                    let why = Reason::from_u8(limits.reason);
-                    if let Some(r) = why {
-                        conn.iface.rejects_received.count(r);
-                    }
-                    pr_info!(
+            CmEvent::Rejected(status, private) => {
+                conn.answered(&mut st);
+                match ConnParams::decode(private) {
+                    Ok(limits) => {
+                        let why = Reason::from_u8(limits.reason);
+                        if let Some(r) = why {
+                            conn.iface.rejects_received.count(r);
+                        }
+                        pr_info!(
                         "{} -> {}: rejected ({}); peer limits: queue_depth={} max_payload={} max_regs={}\n",
                         conn.iface.addr,
                         conn.peer,
@@ -3088,27 +3293,29 @@ impl CmHandler for Ctx {
                         limits.max_payload,
                         limits.max_regs
                     );
-                    let retry = negotiate::on_reject(&st.asked, &limits);
-                    st.retry = Some(retry);
-                    let ev = if matches!(retry, Retry::Fail) {
-                        Event::RejectedFinal
-                    } else {
-                        Event::RejectedRetry
-                    };
-                    conn.on(&mut st, ev, "rejected by the peer");
+                        let retry = negotiate::on_reject(&st.asked, &limits);
+                        st.retry = Some(retry);
+                        let ev = if matches!(retry, Retry::Fail) {
+                            Event::RejectedFinal
+                        } else {
+                            Event::RejectedRetry
+                        };
+                        conn.on(&mut st, ev, "rejected by the peer");
+                    }
+                    Err(_) => {
+                        pr_err!(
+                            "{} -> {}: rejected (status {}): no fastreg listener there?\n",
+                            conn.iface.addr,
+                            conn.peer,
+                            status
+                        );
+                        st.retry = Some(Retry::Fail);
+                        conn.on(&mut st, Event::RejectedFinal, "rejected");
+                    }
                 }
-                Err(_) => {
-                    pr_err!(
-                        "{} -> {}: rejected (status {}): no fastreg listener there?\n",
-                        conn.iface.addr,
-                        conn.peer,
-                        status
-                    );
-                    st.retry = Some(Retry::Fail);
-                    conn.on(&mut st, Event::RejectedFinal, "rejected");
-                }
-            },
+            }
             CmEvent::Failed(event, status) => {
+                conn.answered(&mut st);
                 pr_err!(
                     "{} -> {}: {} (status {})\n",
                     conn.iface.addr,
@@ -3219,7 +3426,10 @@ impl CmHandler for Ctx {
                     },
                 );
                 match accepted {
-                    Ok(_) => {
+                    Ok(ep) => {
+                        // The connection holds the endpoint; a reference kept here would
+                        // make a teardown meanwhile drop the last one in this handler.
+                        drop(ep);
                         // Within the capacity reserved above.
                         let _ = ist.conns.push(conn.clone(), GFP_NOWAIT);
                         drop(ist);
@@ -3232,6 +3442,7 @@ impl CmHandler for Ctx {
                         // goes with the handler's error (rdma_cm destroys the id).
                         let mut st = conn.st.lock();
                         st.tx_free.clear();
+                        st.tx_all.clear();
                         st.rx.clear();
                         let ep = st.ep.take();
                         drop(st);

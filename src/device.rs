@@ -8,12 +8,20 @@ use kernel::{
     str::CString,
     sync::{
         atomic::{
+            Acquire,
             Atomic,
-            Relaxed, //
+            Relaxed,
+            Release, //
         },
         new_mutex,
         Arc,
         Mutex, //
+    },
+    time::{
+        delay::fsleep,
+        Delta,
+        Instant,
+        Monotonic, //
     },
 };
 
@@ -63,6 +71,8 @@ pub(crate) struct DevRes {
     /// The high half of the incarnation stamp of every interface on the device (random):
     /// a peer whose stamp has it is an interface of this device, sharing its pool.
     pub(crate) stamp_base: u64,
+    /// Connects and connection teardowns left to the module's workqueue, not done yet.
+    background: Atomic<u32>,
 }
 
 impl DevRes {
@@ -84,6 +94,42 @@ impl DevRes {
     /// Whether `stamp` is that of an interface on this device (see [`DevRes::stamp_base`]).
     pub(crate) fn has_stamp(&self, stamp: u64) -> bool {
         stamp & !0xffff_ffff == self.stamp_base
+    }
+
+    /// A connect or a connection's teardown was left to the module's workqueue.
+    pub(crate) fn work_started(&self) {
+        self.background.add(1, Relaxed);
+    }
+
+    /// One of those is done.
+    pub(crate) fn work_done(&self) {
+        self.background.fetch_sub(1, Release);
+    }
+
+    /// Waits until the connects and teardowns left to the workqueue are done (a connect
+    /// still in the device holds them: on siw, about two minutes for an unanswered SYN),
+    /// saying so every 10 s. Sleeps in short steps, uninterruptibly, without looking like
+    /// a hung task.
+    fn wait_background(&self) {
+        let start = Instant::<Monotonic>::now();
+        let mut said = 0;
+        loop {
+            let n = self.background.load(Acquire);
+            if n == 0 {
+                return;
+            }
+            let secs = start.elapsed().as_millis() / 1000;
+            if secs >= said + 10 {
+                said = secs;
+                pr_info!(
+                    "{}: waiting for {} connection(s) still connecting in the device ({} s)\n",
+                    self.name(),
+                    n,
+                    secs
+                );
+            }
+            fsleep(Delta::from_millis(20));
+        }
     }
 }
 
@@ -220,6 +266,7 @@ impl verbs::Client for Fastreg {
                 pool,
                 removed: Atomic::new(false),
                 stamp_base: verbs::incarnation() << 32,
+                background: Atomic::new(0),
             },
             GFP_KERNEL,
         )?;
@@ -255,6 +302,7 @@ impl verbs::Client for Fastreg {
         data.res.removed.store(true, Relaxed);
         // Connections first: they hold QPs and MRs on the device.
         self.ifaces.remove_device(&data.res);
+        data.res.wait_background();
         pr_info!("{}: removed\n", data.res.name());
         // Dropping the last reference frees the pool's MRs and the PD (and with it the
         // device reference) before ib_core goes on unregistering the device. A user still

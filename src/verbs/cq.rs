@@ -33,7 +33,8 @@ use super::{
 ///
 /// # Invariants
 ///
-/// `ptr` is a CQ allocated by `ib_alloc_cq()` on `device`, freed in `Drop`.
+/// `ptr` is a CQ allocated by `ib_alloc_cq()` on `device`, freed in `Drop`; its
+/// `cq_context` is the `SendQueue` given to `new`, which outlives it.
 pub(crate) struct Cq {
     ptr: NonNull<ib::ib_cq>,
     _device: DeviceRef,
@@ -45,13 +46,20 @@ unsafe impl Send for Cq {}
 unsafe impl Sync for Cq {}
 
 impl Cq {
-    /// Allocates a CQ of `entries` entries on `device`.
-    pub(crate) fn new(device: &Device, entries: u32) -> Result<Self> {
-        // SAFETY: The device is valid; the caller string is a static C string.
+    /// Allocates a CQ of `entries` entries on `device`, for the QP whose send queue is
+    /// `sq`: its completions find `sq` through the CQ, not through their QP, which may be
+    /// destroyed before a late completion is polled (see `Endpoint::wait_flushed`).
+    ///
+    /// # Safety
+    ///
+    /// `sq` outlives the CQ.
+    pub(super) unsafe fn new(device: &Device, entries: u32, sq: &SendQueue) -> Result<Self> {
+        // SAFETY: The device is valid; the caller string is a static C string; the context
+        // is only read by `done_callback`, while the CQ lives (and `sq` with it).
         let ptr = from_err_ptr(unsafe {
             ib::__ib_alloc_cq(
                 device.as_raw(),
-                core::ptr::null_mut(),
+                core::ptr::from_ref(sq).cast_mut().cast(),
                 entries as i32,
                 0,
                 ib::ib_poll_context_IB_POLL_WORKQUEUE,
@@ -73,8 +81,10 @@ impl Cq {
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // SAFETY: Valid by the type invariant. QPs using it hold an `Arc<Cq>` and drain
-        // before they go, so no completion is pending and no QP is attached.
+        // SAFETY: Valid by the type invariant. Its QP was destroyed first (the endpoint's
+        // `QpParts` drop the CQs after its `Drop`); this cancels the polling work, and
+        // completions still queued are discarded (their owners take them back, see
+        // `Completion::reclaim_lost`).
         unsafe { ib::ib_free_cq(self.ptr.as_ptr()) };
     }
 }
@@ -209,11 +219,38 @@ impl<T: Handler> Completion<T> {
         chain.unwrap_or_else(SendChain::empty)
     }
 
+    /// Takes back the reference and chain of a work request whose completion never came,
+    /// once its QP and CQs are destroyed (`gone`); returns whether one was outstanding.
+    ///
+    /// siw can lose the completion of a request posted before the drain (see
+    /// `Endpoint::wait_flushed`): without this its chain, and the MRs and buffers the
+    /// chain holds, would stay allocated for good, the PD with them.
+    ///
+    /// # Safety
+    ///
+    /// Every work request armed with this completion was posted on the endpoint whose
+    /// destruction `gone` proves.
+    pub(crate) unsafe fn reclaim_lost(this: &Arc<Self>, gone: &super::QpGone) -> bool {
+        let _ = gone;
+        let Some(chain) = this.posted.lock().take() else {
+            return false;
+        };
+        drop(chain);
+        // SAFETY: `posted` was set, so `arm` gave a work request one reference made with
+        // `Arc::into_raw`, and neither `done_callback` nor `disarm` took it back (each takes
+        // `posted` with it). Its QP and CQs are destroyed (the caller's guarantee):
+        // `ib_free_cq` cancelled the polling work, so no completion is running or will
+        // run, and nothing arms this completion on them any more. It is taken back here,
+        // once.
+        drop(unsafe { Arc::from_raw(Arc::as_ptr(this)) });
+        true
+    }
+
     /// # Safety
     ///
     /// Called by ib_core only, with a completion of a work request posted by
     /// `Endpoint::post` with the `ib_cqe` of a `Completion<T>`.
-    unsafe extern "C" fn done_callback(_cq: *mut ib::ib_cq, wc: *mut ib::ib_wc) {
+    unsafe extern "C" fn done_callback(cq: *mut ib::ib_cq, wc: *mut ib::ib_wc) {
         // SAFETY: ib_core passes a valid work completion for the duration of the call.
         let wc = unsafe { &*wc };
         // SAFETY: `wr_cqe` is a pointer `arm` made with `Arc::into_raw` (type invariant);
@@ -221,10 +258,13 @@ impl<T: Handler> Completion<T> {
         let this = unsafe { Arc::from_raw((*wc.__bindgen_anon_1.wr_cqe.as_ref()).cast::<Self>()) };
         let chain = this.posted.lock().take();
         let chain = chain.unwrap_or_else(SendChain::empty);
-        // SAFETY: Send chains are posted on QPs whose `qp_context` is their `SendQueue`,
-        // which lives until the QP is drained and destroyed.
-        let sq = unsafe { &*(*wc.qp).qp_context.cast::<SendQueue>() };
-        if !chain.is_recv() {
+        // SAFETY: Completions are posted on QPs whose CQs were made by `Cq::new`, with the
+        // QP's `SendQueue` as context, which outlives them (its invariant); the CQ is valid
+        // during its own callback.
+        let sq = unsafe { &*(*cq).cq_context.cast::<SendQueue>() };
+        if chain.is_recv() {
+            sq.recv_done();
+        } else {
             sq.release(chain.len() as u32);
         }
         T::done(this, &Wc(wc), chain);

@@ -37,6 +37,7 @@ pub(crate) use cm::{
     ConnRequest,
     Endpoint,
     QpCaps,
+    QpGone,
     SockAddr,
     POST_WAIT_MS, //
 };

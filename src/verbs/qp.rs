@@ -41,6 +41,8 @@ struct SqState {
     closed: bool,
     failures: u64,
     posted_wrs: u64,
+    /// Receives posted and not completed yet.
+    recvs: u32,
 }
 
 /// Send-queue accounting of one QP, shared with its completion callbacks through the QP's
@@ -101,6 +103,7 @@ impl SendQueue {
                 closed: false,
                 failures: 0,
                 posted_wrs: 0,
+                recvs: 0,
             }, "fastreg::SendQueue::state"),
             room <- new_condvar!("fastreg::SendQueue::room"),
         })
@@ -167,6 +170,23 @@ impl SendQueue {
         }
         drop(st);
         self.room.notify_all();
+    }
+
+    /// A receive was posted on the QP.
+    pub(super) fn recv_posted(&self) {
+        self.state.lock().recvs += 1;
+    }
+
+    /// A receive completed (or flushed).
+    pub(super) fn recv_done(&self) {
+        let mut st = self.state.lock();
+        st.recvs = st.recvs.saturating_sub(1);
+    }
+
+    /// Send work requests and receives posted and not completed: `(sends, receives)`.
+    pub(super) fn in_flight(&self) -> (u32, u32) {
+        let st = self.state.lock();
+        (st.budget.used(), st.recvs)
     }
 
     /// Refuses further posts; returns whether it was open.

@@ -70,7 +70,7 @@ check "malformed command refused" bash -c "! echo '$FASTREG_ADDR x 1' >$LB"
 check "address that is not local refused" bash -c "! echo '10.0.2.99 0 4096' >$LB"
 check "refusals explained in dmesg" dmesg_has 'loopback: (bad offset|length [0-9]+ exceeds max_payload|.* is not)'
 check "rmmod" unload
-check "no resources left" bash -c "[ -z \"\$(. tests/vm/lib.sh; fastreg_resources)\" ]"
+check "no resources left" no_fastreg_resources
 
 # A pool of one MR and many concurrent transfers: the pool grows on demand.
 grow() {

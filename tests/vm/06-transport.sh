@@ -171,7 +171,7 @@ bulk_counters() {
 sizes=(1 4095 4096 4097 65536 1048575 1048576)
 offsets=(0 1 4095)
 
-ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 17))
+ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 19))
 check "two rxe devices on a veth pair" veth_up
 check "insmod timeout=5" load timeout=5
 default_ifaces() {
@@ -262,9 +262,7 @@ check "the peer retuned 20 times, smaller and larger in turn: every ping after s
 	no_hang 180 retune_rounds
 
 # GETs and PUTs of 64 KiB to two peers at once (the other device and the node itself), 8
-# at a time to each, every byte checked: none corrupt. The load under which 07 on siw
-# once saw two GETs with data that differed from the pattern (not reproduced here; see
-# testing.rst).
+# at a time to each, every byte checked: none corrupt.
 concurrent_bulk() {
 	local op
 	for op in read write; do
@@ -277,23 +275,76 @@ concurrent_bulk() {
 check "400 GETs and 400 PUTs of 64 KiB to two peers at once, 8 in flight to each: none corrupt" \
 	no_hang 300 concurrent_bulk
 
-# rmmod while transfers run: no oops, nothing left (checked below).
-rmmod_during_traffic() {
-	(echo "put $VETH_ADDR0 $VETH_ADDR1 0 1M 100000" >"$CTL") 2>/dev/null &
-	local bg=$!
-	sleep 2
-	local tries=0
-	until rmmod fastreg 2>/dev/null; do
-		tries=$((tries + 1))
-		[ $tries -lt 50 ] || { echo "rmmod kept failing"; return 1; }
-		sleep 0.2
+# The same over a lossy link: netem drops 2% of the packets and delays them 1 ms on both
+# ends of the pair and on lo (which carries the pair's traffic inside the namespace).
+# siw retransmits TCP segments from the pages of the work request, and sends an unsignaled
+# WRITE zero-copy: a source returned to its pool when the reply after it completes can be
+# sent again with another transfer's data. fastreg before ccca2ba posted its WRITEs
+# unsignaled: 63 of 200 GETs here were corrupt (the GETs 07 on siw once saw). Soft RoCE
+# gives up on a packet lost on all of its 8 tries (retry_count 7 is the maximum), so there
+# transfers may fail, with their connection; none may be corrupt, and none may go missing.
+lossy_links() {
+	local d
+	for d in lo veth_v0 veth_v1; do
+		tc qdisc "$1" dev $d root ${2:+netem $2} || return 1
 	done
-	wait $bg
-	! loaded
+}
+lossy_bulk() {
+	local op line r=0
+	modprobe sch_netem && lossy_links add "loss 2% delay 1ms" || { lossy_links del; return 1; }
+	for op in read write; do
+		(echo "brw $op from=$VETH_ADDR0 peers=$VETH_ADDR1,$VETH_ADDR0 size=65536 check=full concurrency=8 count=200" \
+			>"$DBG/lst") 2>/dev/null
+		line=$(head -1 "$DBG/lst")
+		echo "# $op over the lossy link: $(grep -o 'ops=[0-9]* .*corrupt=[0-9]*' <<<"$line")"
+		if [ "$RDMA_KIND" = siw ]; then
+			grep -q "^test=$op .* ops=200 .*errors=0 corrupt=0 " <<<"$line" || r=1
+		else
+			python3 - "$line" <<-'PY' || r=1
+				import re, sys
+				v = dict(re.findall(r"(\w+)=(\S+)", sys.argv[1]))
+				sys.exit(not (int(v["corrupt"]) == 0 and int(v["ops"]) + int(v["errors"]) == 200))
+			PY
+		fi
+	done
+	lossy_links del || r=1
+	return $r
+}
+check "the same, 200 of each, over links that drop 2% of the packets: none corrupt" \
+	no_hang 300 lossy_bulk
+check "  and on the mended links, 40 GETs to each peer without an error" \
+	bash -c "echo 'brw read from=$VETH_ADDR0 peers=$VETH_ADDR1,$VETH_ADDR0 size=65536 check=full concurrency=4 count=80' >$DBG/lst && grep -q '^test=read .* ops=80 .*errors=0 corrupt=0 ' $DBG/lst || { cat $DBG/lst; false; }"
+
+# rmmod while transfers run, three times: no oops, nothing left. On siw a chain posted
+# on a QP whose TCP stream is closing can lose its completion (see Endpoint::wait_flushed):
+# the module that then destroyed the CQs and forgot the chain left a PD and MRs behind
+# after rmmod in 3 of 9 runs of this suite, `rdma resource show` faulted on their names
+# (the check passed, the listing being empty), and deleting the device hung.
+rmmod_during_traffic() {
+	local round bg tries
+	for round in 1 2 3; do
+		if ! loaded; then
+			# As the first round finds them: both interfaces retuned larger.
+			load timeout=5 && wait_for grep -q "^iface $RXE_DEV1 " "$CONNS" &&
+				ctl iface add $RXE_DEV0 $VETH_ADDR0 queue_depth=16 max_payload=4M max_regs=16 &&
+				ctl iface add $RXE_DEV1 $VETH_ADDR1 queue_depth=16 max_payload=4M max_regs=16 || return 1
+		fi
+		(echo "put $VETH_ADDR0 $VETH_ADDR1 0 1M 100000" >"$CTL") 2>/dev/null &
+		bg=$!
+		sleep 2
+		tries=0
+		until rmmod fastreg 2>/dev/null; do
+			tries=$((tries + 1))
+			[ $tries -lt 50 ] || { echo "round $round: rmmod kept failing"; return 1; }
+			sleep 0.2
+		done
+		wait $bg
+		! loaded && no_fastreg_resources || { echo "round $round"; return 1; }
+	done
 }
 
-check "rmmod during bulk transfers" rmmod_during_traffic
-check "nothing left after rmmod" no_fastreg_resources
+check "rmmod during bulk transfers, three times: nothing left each time" rmmod_during_traffic
+check "no oops or warning so far" no_kernel_errors
 check "reload with timeout=5 keepalive=1: default interfaces again" bash -c "insmod $KO timeout=5 keepalive=1 && grep -q '^iface $RXE_DEV1 ' $CONNS"
 check "idle connections exchange keepalive NOOPs" keepalive_noops
 if [ "$RDMA_KIND" = siw ]; then

@@ -3,12 +3,10 @@
 # The selftest through its CLI (scripts/fastreg-lst), as a user runs it: ping to the node
 # itself and across a veth pair, the brw matrix of sizes x offsets x read/write with full
 # data checks, several peers, concurrency 64 on a pool of 4 MRs, corruption detection by a
-# test hook, an unreachable peer, `stat`, CLI errors, and nothing left after rmmod.
-# Soft RoCE in make test; soft iWARP in make interop, while two siw problems are open
-# (testing.rst): GETs from two peers at once once read data that differed from the pattern,
-# and a connect whose TCP SYN goes unanswered holds its teardown until siw gives up.
+# test hook, an unreachable peer, a silent one, `stat`, CLI errors, and nothing left after
+# rmmod. On soft RoCE and on soft iWARP.
 #@ vm
-#@ interop --rdma siw
+#@ vm --rdma siw
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/veth.sh"
 . "$(dirname "$0")/lst.sh"
@@ -24,7 +22,7 @@ fair() {
 }
 
 
-ktap_begin 135
+ktap_begin 143
 
 check "load with max_payload=2M" load max_payload=$MAX timeout=10
 check "ping the node itself (default peer)" lst ping --count 20
@@ -82,7 +80,19 @@ ctl corrupt $VETH_ADDR1 1
 check "brw read check=none does not see it either" \
 	lst brw read --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 64k --check none --count 3
 
-# Unreachable peer: a clear error within the timeout.
+# Unreachable peer: a clear error within the timeout. 10.9.9.9 goes out through the VM's
+# user-mode network, which may answer the TCP SYN and then nothing more: on siw iwcm then
+# holds that connect (IWCM_F_CONNECT_WAIT) for minutes, and connects between the pair
+# stalled meanwhile (open, testing.rst). The silent peer below is the same test on the
+# pair, on both kinds.
+if [ "$RDMA_KIND" = siw ]; then
+	why="10.9.9.9 through user-mode networking: siw holds its connect for minutes (testing.rst)"
+	for p in "ping to an unreachable peer fails" "  within the timeout" \
+		"  as a timeout or connection error, named" "  and one readable line without --json" \
+		"five more attempts at once: the backoff fails them fast" "  five errors in less than one attempt's time plus 2 s"; do
+		skip "$p" "$why"
+	done
+else
 start=$(date +%s)
 check "ping to an unreachable peer fails" \
 	no_hang 120 bash -c "! '$LST' --json ping --peer 10.9.9.9 --count 1 >$OUT"
@@ -96,6 +106,39 @@ check "five more attempts at once: the backoff fails them fast" \
 	bash -c "! '$LST' --json ping --peer 10.9.9.9 --count 5 >$OUT"
 check "  five errors in less than one attempt's time plus 2 s (${elapsed} s)" \
 	expect "r['errors'] == 5 and r['seconds'] < $elapsed + 2"
+fi
+
+# A silent peer: its address resolves (a permanent neighbour on the veth pair) but nothing
+# answers there, as with a node that died. On siw, rdma_connect is a blocking TCP connect
+# that retries the SYN for about two minutes. It once held the caller and the connection's
+# teardown for 131 s; made from the rdma_cm handler it would also hold rdma_cm's ordered
+# workqueue, and with it every other connection's setup. The caller gets ETIMEDOUT within
+# the connect timeout, the teardown goes on in the background, and meanwhile a new
+# connection (B to A, the first that way) comes up at once.
+SILENT=10.1.0.99
+ip route replace $SILENT/32 dev veth_v0
+ip neigh replace $SILENT lladdr 02:00:00:00:00:99 dev veth_v0 nud permanent
+dmesg_mark
+start=$SECONDS
+check "ping to a silent peer fails" \
+	no_hang 120 bash -c "! '$LST' --json ping --from $VETH_ADDR0 --peer $SILENT --count 1 >$OUT"
+elapsed=$((SECONDS - start))
+check "  within the timeout (${elapsed} s)" test $elapsed -le 20
+check "  as a timeout" expect "r['errors'] == 1 and r['errors_by_kind']['timeout'] == 1"
+if [ "$RDMA_KIND" = siw ]; then
+	check "  siw is still connecting: the teardown goes on in the background" \
+		dmesg_has "$VETH_ADDR0:7471 -> $SILENT:7471: the device is still connecting: torn down in the background"
+else
+	check "  the teardown was done at once" \
+		bash -c "! dmesg | grep -q -- '-> $SILENT:7471: the device is still connecting'"
+fi
+start=$SECONDS
+check "  meanwhile a new connection, B to A: 20 round trips" \
+	no_hang 60 lst ping --from $VETH_ADDR1 --peer $VETH_ADDR0 --count 20
+elapsed=$((SECONDS - start))
+check "  20 good round trips" clean_run 20
+check "  within 30 s (${elapsed} s)" test $elapsed -le 30
+check "  on a connection made then" dmesg_has "$VETH_ADDR1:7471 -> $VETH_ADDR0:7471: connected"
 
 check "stat --json" lst stat
 check "  counts registrations, both invalidations, WRs, connections" \
@@ -126,7 +169,9 @@ elapsed=$((SECONDS - start))
 check "  removing its interface ends it (after ${elapsed} s)" test $elapsed -le 30
 check "  which reports what it did" expect "r['ops'] > 0"
 
-check "unload" unload
+# On siw the silent peer's connect may still be in the device: unloading waits for it
+# (and says so every 10 s), then nothing is left.
+check "unload" no_hang 240 unload
 check "the CLI says fastreg is not loaded" \
 	bash -c "'$LST' ping 2>&1 | grep -q 'fastreg is not loaded'"
 check "no RDMA resources left" no_fastreg_resources

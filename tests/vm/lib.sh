@@ -92,18 +92,21 @@ loaded() {
 }
 
 # Prints every RDMA resource (pd, cq, qp, mr, cm_id) that fastreg owns; empty when none.
+# A listing that fails counts as something left: a PD or MR that outlives the module makes
+# `rdma resource show` fault on its name (in the module's freed memory), and the killed
+# command printed nothing, which passed for "nothing left" (06 on siw, module of 1f757e2).
 fastreg_resources() {
-	local r
+	local r out
 	for r in pd cq qp mr cm_id; do
-		rdma resource show "$r" 2>/dev/null | grep -F '[fastreg]' | sed "s/^/$r: /"
+		out=$(rdma resource show "$r" 2>&1) || { echo "$r: 'rdma resource show $r' failed: $out"; return 1; }
+		grep -F '[fastreg]' <<<"$out" | sed "s/^/$r: /"
 	done
 	true
 }
 
 no_fastreg_resources() {
 	local left
-	left=$(fastreg_resources)
-	[ -z "$left" ] || { echo "left behind: $left"; return 1; }
+	left=$(fastreg_resources) && [ -z "$left" ] || { echo "left behind: $left"; return 1; }
 }
 
 # Summary line of `rdma resource show` for all devices (counts per type), to compare.
