@@ -1237,32 +1237,15 @@ impl Conn {
             self.on(&mut st, Event::Close, reason);
             st.in_connect
         };
-        if pending {
-            if let Some(q) = verbs::module_wq() {
-                let res = self.iface.res.clone();
-                res.work_started();
-                let conn = self.clone();
-                let later = move || {
-                    conn.teardown(reason);
-                    drop(conn);
-                    res.work_done();
-                };
-                match q.try_spawn(GFP_KERNEL, later) {
-                    Ok(()) => {
-                        pr_info!(
-                            "{} {} {}: the device is still connecting: torn down in the \
-                             background\n",
-                            self.iface.addr,
-                            self.dir(),
-                            self.peer
-                        );
-                        return;
-                    }
-                    // Not spawned: the closure, and the count it would have ended, are
-                    // gone with the error.
-                    Err(_) => self.iface.res.work_done(),
-                }
-            }
+        let conn = self.clone();
+        if pending && self.iface.res.spawn(move || conn.teardown(reason)) {
+            pr_info!(
+                "{} {} {}: the device is still connecting: torn down in the background\n",
+                self.iface.addr,
+                self.dir(),
+                self.peer
+            );
+            return;
         }
         self.teardown(reason);
     }
@@ -1290,33 +1273,20 @@ impl Conn {
         // and must hold its last reference.
         drop(ep);
         let mut st = self.st.lock();
-        self.connect_sent(&mut st, go && r.is_ok() && iwarp);
+        // On iWARP a request that went out is over with its answer (an established,
+        // rejected or failed event), which may have come already.
+        if !(go && r.is_ok() && iwarp) {
+            st.in_connect = false;
+        }
         if let Err(e) = r {
             st.connect_err = Some(e.to_errno());
             self.on(&mut st, Event::Error, "connect failed");
         }
-        drop(st);
-        self.iface.res.work_done();
     }
 
     /// Whether `ep` is on an iWARP device.
     fn is_iwarp(ep: &Endpoint<Ctx>) -> bool {
         ep.device().is_some_and(|d| d.is_iwarp())
-    }
-
-    /// `rdma_connect` returned: `in_connect` clears, unless the request is out on iWARP,
-    /// where it clears with the answer (an established, rejected or failed event).
-    fn connect_sent(&self, st: &mut ConnState, awaiting_answer: bool) {
-        if !awaiting_answer {
-            st.in_connect = false;
-            self.cv.notify_all();
-        }
-    }
-
-    /// The CM answered the connect request (see [`ConnState::in_connect`]).
-    fn answered(&self, st: &mut ConnState) {
-        st.in_connect = false;
-        self.cv.notify_all();
     }
 
     /// Waits, with the lock released meanwhile, until `in_connect` clears:
@@ -1368,10 +1338,7 @@ impl Conn {
         if let Some(gone) = gone {
             self.reclaim_lost(&st, &gone);
         }
-        // The slots refer to the connection: break the cycle.
-        st.tx_free.clear();
-        st.tx_all.clear();
-        st.rx.clear();
+        Self::drop_slots(&mut st);
         st.owed.clear();
         // Everything in flight has completed or flushed: MRs whose keys may still be valid
         // are destroyed, never reused; transfers waiting on the peer fail.
@@ -1413,6 +1380,13 @@ impl Conn {
         st.state = s;
         Self::wake_all(&mut st);
         self.cv.notify_all();
+    }
+
+    /// Drops the message slots: they refer to the connection, which breaks the cycle.
+    fn drop_slots(st: &mut ConnState) {
+        st.tx_free.clear();
+        st.tx_all.clear();
+        st.rx.clear();
     }
 
     /// Takes back the slots whose completion the device lost (see
@@ -3203,37 +3177,20 @@ impl CmHandler for Ctx {
                 // workqueue, and with it every other connection's setup on the node. So it
                 // runs on the module's workqueue ([`Conn::connect_work`]); teardown waits
                 // for `in_connect` to clear.
-                st.in_connect = true;
+                // Counted until it is done: the device's removal waits for it, so
+                // rdma_cm's own removal never finds this id's handler lock held.
                 let private = asked.encode();
-                if let Some(q) = verbs::module_wq() {
-                    let c = conn.clone();
-                    let e: Arc<Endpoint<Ctx>> = ep.into();
-                    // Counted until it is done: the device's removal waits for it, so
-                    // rdma_cm's own removal never finds this id's handler lock held.
-                    conn.iface.res.work_started();
-                    if q.try_spawn(GFP_KERNEL, move || c.connect_work(e, private))
-                        .is_ok()
-                    {
-                        return;
-                    }
-                    conn.iface.res.work_done();
-                }
-                // No workqueue (the module is going) or no memory: here, unlocked. The
-                // CM's answer cannot overtake it (rdma_cm runs this id's handler once at a
-                // time).
-                drop(st);
-                let r = ep.connect(&ConnParam {
-                    private: &private,
-                    rd_atomic: 16,
-                });
-                st = conn.st.lock();
-                conn.connect_sent(&mut st, r.is_ok() && Conn::is_iwarp(&ep));
-                if r.is_err() {
+                let (c, e): (_, Arc<Endpoint<Ctx>>) = (conn.clone(), ep.into());
+                if conn.iface.res.spawn(move || c.connect_work(e, private)) {
+                    st.in_connect = true;
+                } else {
+                    // No workqueue (the module is going) or no memory.
                     conn.on(&mut st, Event::Error, "connect failed");
                 }
             }
             CmEvent::Established(private) => {
-                conn.answered(&mut st);
+                // The connect request is answered (see `ConnState::in_connect`).
+                st.in_connect = false;
                 if conn.active {
                     let granted = match ConnParams::decode(private) {
                         Ok(g) if negotiate::check_accept(&st.asked, &g) => g,
@@ -3277,7 +3234,8 @@ impl CmHandler for Ctx {
                 conn.pump(&mut st);
             }
             CmEvent::Rejected(status, private) => {
-                conn.answered(&mut st);
+                // The connect request is answered (see `ConnState::in_connect`).
+                st.in_connect = false;
                 match ConnParams::decode(private) {
                     Ok(limits) => {
                         let why = Reason::from_u8(limits.reason);
@@ -3315,7 +3273,8 @@ impl CmHandler for Ctx {
                 }
             }
             CmEvent::Failed(event, status) => {
-                conn.answered(&mut st);
+                // The connect request is answered (see `ConnState::in_connect`).
+                st.in_connect = false;
                 pr_err!(
                     "{} -> {}: {} (status {})\n",
                     conn.iface.addr,
@@ -3441,9 +3400,7 @@ impl CmHandler for Ctx {
                         // The slots refer to the connection: break the cycle. The endpoint
                         // goes with the handler's error (rdma_cm destroys the id).
                         let mut st = conn.st.lock();
-                        st.tx_free.clear();
-                        st.tx_all.clear();
-                        st.rx.clear();
+                        Conn::drop_slots(&mut st);
                         let ep = st.ep.take();
                         drop(st);
                         drop(ep);

@@ -96,14 +96,24 @@ impl DevRes {
         stamp & !0xffff_ffff == self.stamp_base
     }
 
-    /// A connect or a connection's teardown was left to the module's workqueue.
-    pub(crate) fn work_started(&self) {
+    /// Runs `f` on the module's workqueue, counted until it returns: the device's removal
+    /// waits for it ([`DevRes::wait_background`]). Returns whether it was queued (not
+    /// without a workqueue, while the module goes, or without memory).
+    pub(crate) fn spawn(self: &Arc<Self>, f: impl FnOnce() + Send + 'static) -> bool {
+        let Some(q) = verbs::module_wq() else {
+            return false;
+        };
         self.background.add(1, Relaxed);
-    }
-
-    /// One of those is done.
-    pub(crate) fn work_done(&self) {
-        self.background.fetch_sub(1, Release);
+        let res = self.clone();
+        let counted = move || {
+            f();
+            res.background.fetch_sub(1, Release);
+        };
+        if q.try_spawn(GFP_KERNEL, counted).is_err() {
+            self.background.fetch_sub(1, Release);
+            return false;
+        }
+        true
     }
 
     /// Waits until the connects and teardowns left to the workqueue are done (a connect
