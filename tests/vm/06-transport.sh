@@ -199,7 +199,7 @@ for len in "${sizes[@]}"; do
 	done
 done
 check "bulk: no corruption, sinks remotely invalidated, every registration dead" bulk_counters
-check "unreachable peer: clear error within the timeout" fails_within 15 ping $VETH_ADDR0 10.1.0.99 1
+check "unreachable peer: clear error within the timeout" fails_within 20 ping $VETH_ADDR0 10.1.0.99 1
 # Test hooks: a corrupted request makes the peer close the connection with the reason;
 # after a PUT, an RDMA WRITE with the sink's old rkey fails.
 fault_refused() {

@@ -21,6 +21,15 @@ fair() {
 	expect "r['latency_us']['max'] <= 2 * r['latency_us']['avg']"
 }
 
+# A connect that gets no answer fails within the module's 10 s connect timeout. The figure
+# is the kernel's own (the run's `seconds`), bounded at twice the timeout: the wall clock
+# adds the CLI's start-up, 2 to 6 s under emulation, and a bound of 15 s on it once failed
+# in CI at 16 s with the kernel on time.
+within_connect_timeout() {
+	local s
+	s=$(python3 -c "import json; print(json.load(open('$OUT'))['seconds'])")
+	check "  within twice the 10 s connect timeout (${s} s)" expect "r['seconds'] <= 20"
+}
 
 ktap_begin 143
 
@@ -51,11 +60,9 @@ SILENT=10.1.0.99
 ip route replace $SILENT/32 dev veth_v0
 ip neigh replace $SILENT lladdr 02:00:00:00:00:99 dev veth_v0 nud permanent
 dmesg_mark
-start=$SECONDS
 check "ping to a silent peer fails" \
 	no_hang 120 bash -c "! '$LST' --json ping --from $VETH_ADDR0 --peer $SILENT --count 1 >$OUT"
-elapsed=$((SECONDS - start))
-check "  within the timeout (${elapsed} s)" test $elapsed -le 20
+within_connect_timeout
 check "  as a timeout" expect "r['errors'] == 1 and r['errors_by_kind']['timeout'] == 1"
 if [ "$RDMA_KIND" = siw ]; then
 	check "  siw is still connecting: the teardown goes on in the background" \
@@ -126,19 +133,18 @@ if [ "$RDMA_KIND" = siw ]; then
 		skip "$p" "$why"
 	done
 else
-start=$(date +%s)
 check "ping to an unreachable peer fails" \
 	no_hang 120 bash -c "! '$LST' --json ping --peer 10.9.9.9 --count 1 >$OUT"
-elapsed=$(($(date +%s) - start))
-check "  within the timeout (${elapsed} s)" test $elapsed -le 15
+within_connect_timeout
+first=$(python3 -c "import json; print(json.load(open('$OUT'))['seconds'])")
 check "  as a timeout or connection error, named" \
 	expect "r['errors'] == 1 and r['ops'] == 0 and r['errors_by_kind']['timeout'] + r['errors_by_kind']['connection'] == 1 and r['peers'][0]['first_error'] is not None"
 check "  and one readable line without --json" \
 	bash -c "'$LST' ping --peer 10.9.9.9 --count 1 | grep -q 'errors: .*(first: '"
 check "five more attempts at once: the backoff fails them fast" \
 	bash -c "! '$LST' --json ping --peer 10.9.9.9 --count 5 >$OUT"
-check "  five errors in less than one attempt's time plus 2 s (${elapsed} s)" \
-	expect "r['errors'] == 5 and r['seconds'] < $elapsed + 2"
+check "  five errors in less than two attempts' time (first: ${first} s)" \
+	expect "r['errors'] == 5 and r['seconds'] < 2 * $first"
 fi
 
 check "stat --json" lst stat
