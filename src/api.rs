@@ -2,7 +2,7 @@
 
 //! The in-kernel API of the transport, for its clients (the selftest engine is the first).
 //!
-//! A client picks a local interface ([`crate::conn::Ifaces::find`]) and names peers by
+//! A client picks a local interface ([`crate::transport::Ifaces::find`]) and names peers by
 //! address; the connection to a peer is opened (and negotiated) on first use and again
 //! after a failure, with a backoff ([`Iface::connect`]). Each operation exists in two forms:
 //!
@@ -27,11 +27,11 @@ use kernel::{
 };
 
 use crate::{
-    conn::{
+    region::Region,
+    transport::{
         Conn,
         Iface, //
     },
-    region::Region,
     verbs::SockAddr,
     wire::Check,
 };

@@ -7,8 +7,8 @@
 
 mod api;
 mod budget;
+mod client;
 mod command;
-mod conn;
 mod conn_state;
 mod credits;
 mod device;
@@ -22,7 +22,9 @@ mod params;
 mod pool;
 mod region;
 mod report;
+mod show;
 mod stats;
+mod transport;
 mod verbs;
 mod wait;
 mod wire;
@@ -35,10 +37,8 @@ use kernel::{
     sync::Arc, //
 };
 
-use device::{
-    Devices,
-    Fastreg, //
-};
+use client::Fastreg;
+use device::Devices;
 use params::Params;
 
 module! {
@@ -102,13 +102,13 @@ fn load_params() -> Result<Params> {
         *m::max_conns.value(),
     ];
     Params::validate(raw).map_err(|e| {
-        pr_err!("{}\n", report::Show(e));
+        pr_err!("{}\n", show::Show(e));
         EINVAL
     })
 }
 
 /// Stops the transport's periodic work when dropped.
-struct TickGuard(Arc<verbs::Ticker<conn::NetTick>>);
+struct TickGuard(Arc<verbs::Ticker<transport::NetTick>>);
 
 impl Drop for TickGuard {
     fn drop(&mut self) {
@@ -132,13 +132,13 @@ struct FastregModule {
 impl kernel::Module for FastregModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let params = load_params()?;
-        pr_info!("loaded: {}\n", report::Show(params.listing(" ")));
+        pr_info!("loaded: {}\n", show::Show(params.listing(" ")));
         let wq = verbs::Workqueue::new()?;
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
-        let ifaces = Arc::pin_init(conn::Ifaces::new(), GFP_KERNEL)?;
+        let ifaces = Arc::pin_init(transport::Ifaces::new(), GFP_KERNEL)?;
         let report = report::Report::new(params, devices.clone(), ifaces.clone())?;
         let tick = TickGuard(verbs::Ticker::start(
-            conn::NetTick {
+            transport::NetTick {
                 ifaces: ifaces.clone(),
                 keepalive: params.keepalive,
                 timeout_ms: params.timeout.saturating_mul(1000),

@@ -42,14 +42,14 @@ use crate::{
         LstOp,
         Span, //
     },
-    conn::{
-        Iface,
-        Ifaces, //
-    },
     region::Region,
     stats::{
         ErrKind,
         Stats, //
+    },
+    transport::{
+        Iface,
+        Ifaces, //
     },
     verbs::SockAddr,
 };

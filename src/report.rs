@@ -35,27 +35,17 @@ use kernel::{
 
 use crate::{
     command,
-    conn::{
-        Iface,
-        Ifaces,
-        Tunables, //
-    },
     device::Devices,
     loopback,
     lst,
     params::Params,
+    transport::{
+        Iface,
+        Ifaces,
+        Tunables, //
+    },
     verbs, //
 };
-
-/// Shows a value of a pure type (one that implements `core::fmt::Display`) in the kernel's
-/// formatting macros (`pr_info!` and friends), which take `kernel::fmt::Display`.
-pub(crate) struct Show<T>(pub(crate) T);
-
-impl<T: core::fmt::Display> kernel::fmt::Display for Show<T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        core::fmt::Display::fmt(&self.0, f)
-    }
-}
 
 /// Reads a command written to a control file into `buf`, as UTF-8.
 fn read_line<'a>(reader: &mut UserSliceReader, buf: &'a mut [u8]) -> Result<&'a str> {

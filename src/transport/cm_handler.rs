@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rdma_cm events of interfaces and connections, and connection requests.
+
+use super::*;
+
+impl CmHandler for Ctx {
+    fn event(ep: ArcBorrow<'_, Endpoint<Self>>, ev: CmEvent<'_>) {
+        let Ctx::Conn(conn) = ep.ctx() else { return };
+        let mut st = conn.st.lock();
+        match ev {
+            CmEvent::AddrResolved => {
+                if conn_state::next(st.state, Event::AddrResolved).1 == Action::ResolveRoute {
+                    st.state = State::ResolvingRoute;
+                    if ep.resolve_route(RESOLVE_MS).is_err() {
+                        conn.on(&mut st, Event::Failed, "route resolution failed");
+                    }
+                }
+            }
+            CmEvent::RouteResolved => {
+                // Under the connection's lock, so teardown either came first (then the
+                // state says so and nothing is set up) or finds everything set up here.
+                // The handler only borrows its endpoint: the connection owns it.
+                if conn_state::next(st.state, Event::RouteResolved).1 != Action::Connect {
+                    return;
+                }
+                st.state = State::Connecting;
+                let asked = st.asked;
+                let res = &conn.iface.res;
+                let caps = Conn::caps(res, asked.queue_depth, asked.max_payload, asked.max_regs);
+                let r = ep
+                    .create_qp(&res.pd, caps)
+                    .and_then(|()| conn.setup(&mut st, &ep, asked.queue_depth));
+                if r.is_err() {
+                    conn.on(&mut st, Event::Error, "connect failed");
+                    return;
+                }
+                // Without the lock, and off this handler: siw connects its TCP socket in
+                // rdma_connect, blocking, for about two minutes when the SYN goes
+                // unanswered. Under the lock that held the caller's bounded wait and every
+                // reader of the connection; in this handler it holds rdma_cm's ordered
+                // workqueue, and with it every other connection's setup on the node. So it
+                // runs on the module's workqueue ([`Conn::connect_work`]); teardown waits
+                // for `in_connect` to clear.
+                // Counted until it is done: the device's removal waits for it, so
+                // rdma_cm's own removal never finds this id's handler lock held.
+                let private = asked.encode();
+                let (c, e): (_, Arc<Endpoint<Ctx>>) = (conn.clone(), ep.into());
+                if conn.iface.res.spawn(move || c.connect_work(e, private)) {
+                    st.in_connect = true;
+                } else {
+                    // No workqueue (the module is going) or no memory.
+                    conn.on(&mut st, Event::Error, "connect failed");
+                }
+            }
+            CmEvent::Established(private) => {
+                // The connect request is answered (see `ConnState::in_connect`).
+                st.in_connect = false;
+                if conn.active {
+                    let granted = match ConnParams::decode(private) {
+                        Ok(g) if negotiate::check_accept(&st.asked, &g) => g,
+                        _ => {
+                            pr_err!(
+                                "{} -> {}: the accept grants more than asked, or is malformed\n",
+                                conn.iface.addr,
+                                conn.peer
+                            );
+                            st.retry = Some(Retry::Fail);
+                            conn.on(&mut st, Event::RejectedFinal, "bad accept");
+                            return;
+                        }
+                    };
+                    st.params = Some(granted);
+                    st.peer_stamp = granted.stamp;
+                    st.credits = credits::limit(granted.queue_depth);
+                    st.same_pool = conn.iface.res.has_stamp(granted.stamp);
+                }
+                conn.on(&mut st, Event::Established, "");
+                if conn.active {
+                    // Lock order: the interface's state before a connection's.
+                    let stamp = st.peer_stamp;
+                    drop(st);
+                    conn.iface.close_stale(conn, stamp);
+                    st = conn.st.lock();
+                }
+                pr_info!(
+                    "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} sq_depth={} \
+                     page_size={} peer_page_size={}\n",
+                    conn.iface.addr,
+                    conn.dir(),
+                    conn.peer,
+                    st.params.map(|p| p.queue_depth).unwrap_or(0),
+                    st.params.map(|p| p.max_payload).unwrap_or(0),
+                    st.params.map(|p| p.max_regs).unwrap_or(0),
+                    ep.caps().map(|c| c.send_wr).unwrap_or(0),
+                    PAGE_SIZE,
+                    st.params.map(|p| p.page_size).unwrap_or(0)
+                );
+                conn.pump(&mut st);
+            }
+            CmEvent::Rejected(status, private) => {
+                // The connect request is answered (see `ConnState::in_connect`).
+                st.in_connect = false;
+                match ConnParams::decode(private) {
+                    Ok(limits) => {
+                        let why = Reason::from_u8(limits.reason);
+                        if let Some(r) = why {
+                            conn.iface.rejects_received.count(r);
+                        }
+                        pr_info!(
+                        "{} -> {}: rejected ({}); peer limits: queue_depth={} max_payload={} max_regs={}\n",
+                        conn.iface.addr,
+                        conn.peer,
+                        why.map(|r| r.name()).unwrap_or("unknown"),
+                        limits.queue_depth,
+                        limits.max_payload,
+                        limits.max_regs
+                    );
+                        let retry = negotiate::on_reject(&st.asked, &limits);
+                        st.retry = Some(retry);
+                        let ev = if matches!(retry, Retry::Fail) {
+                            Event::RejectedFinal
+                        } else {
+                            Event::RejectedRetry
+                        };
+                        conn.on(&mut st, ev, "rejected by the peer");
+                    }
+                    Err(_) => {
+                        pr_err!(
+                            "{} -> {}: rejected (status {}): no fastreg listener there?\n",
+                            conn.iface.addr,
+                            conn.peer,
+                            status
+                        );
+                        st.retry = Some(Retry::Fail);
+                        conn.on(&mut st, Event::RejectedFinal, "rejected");
+                    }
+                }
+            }
+            CmEvent::Failed(event, status) => {
+                // The connect request is answered (see `ConnState::in_connect`).
+                st.in_connect = false;
+                pr_err!(
+                    "{} -> {}: {} (status {})\n",
+                    conn.iface.addr,
+                    conn.peer,
+                    verbs::event_name(event).to_str().unwrap_or("?"),
+                    status
+                );
+                st.retry = Some(Retry::Fail);
+                // rdma_cm's status is a negative errno for address and route errors.
+                st.connect_err = Some(if (-4095..0).contains(&status) {
+                    status
+                } else {
+                    -(kernel::bindings::EHOSTUNREACH as i32)
+                });
+                conn.on(&mut st, Event::Failed, "unreachable");
+            }
+            CmEvent::Disconnected => {
+                conn.on(&mut st, Event::Disconnected, "disconnected by the peer");
+            }
+            CmEvent::DeviceRemoval => {
+                conn.on(&mut st, Event::DeviceRemoval, "device removed");
+            }
+            CmEvent::Other(_) => {}
+        }
+    }
+
+    fn connect_request(ep: ArcBorrow<'_, Endpoint<Self>>, req: ConnRequest<'_, Self>) -> Result {
+        let Ctx::Listener(iface) = ep.ctx() else {
+            return Err(EINVAL);
+        };
+        let me = iface.local();
+        let peer = req.peer().unwrap_or(SockAddr {
+            ip: [0; 4],
+            port: 0,
+        });
+        let asked = ConnParams::decode(req.private());
+        let answer = match &asked {
+            Ok(asked) => negotiate::answer(asked, &me),
+            Err(_) => Answer::Reject(Reason::Malformed, me.params(0, Reason::Malformed as u8)),
+        };
+        // What the connection shows as the peer's page size: the requester's, not ours.
+        let peer_page_size = asked.map(|a| a.page_size).unwrap_or(0);
+        // The interface that connects: the request's source address and listening port.
+        let peer_iface = asked.ok().filter(|a| a.port != 0).map(|a| SockAddr {
+            ip: peer.ip,
+            port: a.port,
+        });
+        match answer {
+            Answer::Reject(why, limits) => {
+                iface.rejects_sent.count(why);
+                pr_info!("{} <- {}: rejecting: {}\n", iface.addr, peer, why.name());
+                let _ = req.reject(&limits.encode());
+                Err(EINVAL)
+            }
+            Answer::Accept(granted) => {
+                let conn = Conn::new(iface.clone(), peer, false, peer_iface, granted)?;
+                {
+                    let mut st = conn.st.lock();
+                    st.params = Some(ConnParams {
+                        page_size: peer_page_size,
+                        ..granted
+                    });
+                    st.peer_stamp = granted.dst_stamp;
+                    st.credits = credits::limit(granted.queue_depth);
+                    st.same_pool = iface.res.has_stamp(granted.stamp);
+                    conn.on(&mut st, Event::Accepted, "");
+                }
+                // The interface's lock is held from the check that it is open until the
+                // connection is in its list: a shutdown either comes first (and the request
+                // is refused) or finds the connection and tears it down.
+                let mut ist = iface.st.lock();
+                if ist.closed {
+                    return Err(ENODEV);
+                }
+                let accepted = iface.accepted(&ist);
+                if accepted >= iface.max_conns {
+                    drop(ist);
+                    iface.rejects_sent.count(Reason::NoResources);
+                    pr_err!(
+                        "{} <- {}: rejecting: {} connections accepted, the limit (max_conns)\n",
+                        iface.addr,
+                        peer,
+                        accepted
+                    );
+                    let _ = req.reject(&me.params(0, Reason::NoResources as u8).encode());
+                    return Err(EBUSY);
+                }
+                // The push below must not fail once the id is accepted: returning an error
+                // then would make rdma_cm destroy an id the endpoint owns.
+                ist.conns.reserve(1, GFP_KERNEL)?;
+                let private = granted.encode();
+                let setup_conn = conn.clone();
+                let qd = granted.queue_depth;
+                let accepted = req.accept(
+                    Ctx::Conn(conn.clone()),
+                    &iface.res.pd,
+                    Conn::caps(&iface.res, qd, granted.max_payload, granted.max_regs),
+                    &ConnParam {
+                        private: &private,
+                        rd_atomic: 16,
+                    },
+                    // The endpoint is the connection's before rdma_accept: a message may
+                    // arrive as soon as it is sent, and its buffer must be reposted.
+                    move |ep| {
+                        let mut st = setup_conn.st.lock();
+                        st.ep = Some(ep.clone());
+                        setup_conn.setup(&mut st, ep, qd)
+                    },
+                );
+                match accepted {
+                    Ok(ep) => {
+                        // The connection holds the endpoint; a reference kept here would
+                        // make a teardown meanwhile drop the last one in this handler.
+                        drop(ep);
+                        // Within the capacity reserved above.
+                        let _ = ist.conns.push(conn.clone(), GFP_NOWAIT);
+                        drop(ist);
+                        iface.close_stale(&conn, granted.dst_stamp);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        drop(ist);
+                        // The slots refer to the connection: break the cycle. The endpoint
+                        // goes with the handler's error (rdma_cm destroys the id).
+                        let mut st = conn.st.lock();
+                        Conn::drop_slots(&mut st);
+                        let ep = st.ep.take();
+                        drop(st);
+                        drop(ep);
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+}

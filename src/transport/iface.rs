@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Interfaces: an RDMA device and a local address fastreg listens on; connecting to peers.
+
+use super::*;
+
+impl Iface {
+    /// A buffer of `size` bytes (at offset 0) to serve a transfer with, registered in
+    /// pieces of `geo`: an idle one of that size and cut, else a new one.
+    pub(super) fn serving_region(&self, size: usize, geo: Geometry) -> Result<Region> {
+        let mut spare = self.spare.lock();
+        let fits = |r: &Region| r.buffer().len() == size && r.pages() == geo.max_pages();
+        if let Some(i) = spare.iter().rposition(fits) {
+            if let Ok(r) = spare.remove(i) {
+                return Ok(r);
+            }
+        }
+        drop(spare);
+        Region::new_in(&self.res, 0, size, geo)
+    }
+
+    /// Keeps a served transfer's buffer for the next one of its size; the oldest go when
+    /// more than [`SPARE_REGIONS`] or [`SPARE_BYTES`] are kept.
+    pub(super) fn recycle(&self, region: Region) {
+        let mut spare = self.spare.lock();
+        let mut gone = KVec::new();
+        let mut bytes: usize = spare.iter().map(|r| r.buffer().len()).sum();
+        while !spare.is_empty()
+            && (spare.len() >= SPARE_REGIONS || bytes + region.buffer().len() > SPARE_BYTES)
+        {
+            if let Ok(old) = spare.remove(0) {
+                bytes -= old.buffer().len();
+                let _ = gone.push(old, GFP_KERNEL);
+            }
+        }
+        if region.buffer().len() <= SPARE_BYTES {
+            let _ = spare.push(region, GFP_KERNEL);
+        }
+        drop(spare);
+        // Unmapped and freed here, without the lock.
+        drop(gone);
+    }
+
+    /// Creates an interface on `res` at `addr` and starts listening.
+    pub(crate) fn new(
+        res: Arc<DevRes>,
+        addr: SockAddr,
+        tun: Tunables,
+        timeout_ms: u32,
+    ) -> Result<Arc<Self>> {
+        let stamp = res.new_stamp();
+        let geo = match tun.mr_pages {
+            0 => res.geo,
+            n => res.geo.at_most(n),
+        };
+        let iface = Arc::pin_init(
+            pin_init!(Self {
+                res,
+                addr,
+                tun,
+                stamp,
+                timeout_ms,
+                rejects_sent: RejectCounts::new(),
+                rejects_received: RejectCounts::new(),
+                seeds: Atomic::new(0),
+                max_conns: tun.max_conns as usize,
+                geo,
+                hook: Atomic::new(0),
+                hook_left: Atomic::new(0),
+                connected <- new_condvar!("fastreg::Iface::connected"),
+                spare <- new_mutex!(KVec::new(), "fastreg::Iface::spare"),
+                corrupt_next: Atomic::new(0),
+                served_get <- new_mutex!(None, "fastreg::Iface::served_get"),
+                st <- new_mutex!(IfaceState {
+                    listener: None,
+                    conns: KVec::new(),
+                    closed: false,
+                    connecting: KVec::new(),
+                    failed: KVec::new(),
+                }, "fastreg::Iface::st"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let listener = Endpoint::new(Ctx::Listener(iface.clone()))?;
+        let bound = listener.listen(addr, 64).and_then(|()| {
+            let on_dev = listener.device().map(|d| iface.res.is(d)).unwrap_or(false);
+            if on_dev {
+                Ok(())
+            } else {
+                pr_err!("{}: address is not on device {}\n", addr, iface.res.name());
+                Err(EINVAL)
+            }
+        });
+        if let Err(e) = bound {
+            // The listener refers to the interface: break the cycle before dropping it.
+            drop(listener);
+            return Err(e);
+        }
+        iface.st.lock().listener = Some(listener);
+        pr_info!(
+            "{}: interface {} up: queue_depth={} max_payload={} max_regs={}\n",
+            iface.res.name(),
+            addr,
+            tun.queue_depth,
+            tun.max_payload,
+            tun.max_regs
+        );
+        Ok(iface)
+    }
+
+    /// The address.
+    pub(crate) fn addr(&self) -> SockAddr {
+        self.addr
+    }
+
+    /// What this interface offers in negotiation.
+    pub(super) fn local(&self) -> negotiate::Local {
+        negotiate::Local {
+            queue_depth: self.tun.queue_depth,
+            max_regs: self.tun.max_regs,
+            max_payload: self.tun.max_payload,
+            max_msg: wire::MAX_MSG,
+            page_size: PAGE_SIZE as u32,
+            features: wire::FEATURE_REMOTE_INV,
+            stamp: self.stamp,
+            port: self.addr.port,
+        }
+    }
+
+    /// Closes every connection and the listener; the interface is unusable afterwards.
+    pub(crate) fn shutdown(&self) {
+        let (listener, conns) = {
+            let mut st = self.st.lock();
+            st.closed = true;
+            (st.listener.take(), core::mem::take(&mut st.conns))
+        };
+        self.connected.notify_all();
+        // The listener first: no new connection while the others go.
+        drop(listener);
+        for c in conns.into_iter() {
+            c.teardown_soon("interface removed");
+        }
+        // Their DMA mappings must not outlive the interface's use of the device.
+        let spare = core::mem::take(&mut *self.spare.lock());
+        drop(spare);
+        pr_info!("{}: interface {} down\n", self.res.name(), self.addr);
+    }
+
+    /// Drops connections that are closed (their teardown happens here, in process context).
+    pub(crate) fn reap(&self) {
+        let dead: KVec<Arc<Conn>> = {
+            let mut st = self.st.lock();
+            let mut dead = KVec::new();
+            // Room first: a connection leaves the list only to be torn down. Without
+            // memory, the next round reaps it.
+            if dead.reserve(st.conns.len(), GFP_KERNEL).is_err() {
+                return;
+            }
+            let mut i = 0;
+            while i < st.conns.len() {
+                let closed = matches!(st.conns[i].state(), State::Closing | State::Closed);
+                if closed {
+                    if let Ok(c) = st.conns.remove(i) {
+                        // Within the capacity reserved above.
+                        let _ = dead.push(c, GFP_NOWAIT);
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            dead
+        };
+        for c in dead.into_iter() {
+            c.teardown_soon("closed");
+        }
+    }
+
+    /// The established connection to `peer`, connecting (and negotiating) if needed.
+    ///
+    /// After a failed attempt, attempts within the backoff (100 ms doubling with each
+    /// consecutive failure, at most 10 s) fail at once with the same error, so callers that
+    /// retry in a loop do not hammer an unreachable peer.
+    pub(crate) fn connect(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
+        if let Some(c) = self.established(peer)? {
+            return Ok(c);
+        }
+        self.reap();
+        // One connect attempt per peer at a time: threads asking for the same peer share
+        // its outcome, while attempts to other peers go on (a dead peer delays no other).
+        {
+            let mut st = self.st.lock();
+            while st.connecting.contains(&peer) && !st.closed {
+                if self.connected.wait_interruptible(&mut st) {
+                    return Err(ERESTARTSYS);
+                }
+            }
+            if let Some(c) = Self::established_in(&st, peer)? {
+                return Ok(c);
+            }
+            if let Some(f) = st.failed.iter().find(|f| f.peer == peer) {
+                let wait = Delta::from_millis(conn_state::backoff_ms(f.n - 1).into());
+                if f.at.elapsed() < wait {
+                    return Err(f.err);
+                }
+            }
+            st.connecting.push(peer, GFP_KERNEL)?;
+        }
+        let r = self.connect_new(peer);
+        let mut st = self.st.lock();
+        st.connecting.retain(|p| *p != peer);
+        self.connected.notify_all();
+        let pos = st.failed.iter().position(|f| f.peer == peer);
+        match (&r, pos) {
+            (Ok(_), Some(i)) => {
+                let _ = st.failed.remove(i);
+            }
+            (Err(e), Some(i)) => {
+                let f = &mut st.failed[i];
+                f.n = f.n.saturating_add(1);
+                f.at = Instant::now();
+                f.err = *e;
+            }
+            (Err(e), None) => {
+                let f = Failed {
+                    peer,
+                    n: 1,
+                    at: Instant::now(),
+                    err: *e,
+                };
+                // Without memory the backoff is skipped, nothing else.
+                let _ = st.failed.push(f, GFP_KERNEL);
+            }
+            (Ok(_), None) => {}
+        }
+        r
+    }
+
+    /// Connects (and negotiates) a new connection to `peer`.
+    fn connect_new(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
+        let mut asked = self.local().params(0, 0);
+        for attempt in 0..MAX_ATTEMPTS {
+            let conn = Conn::new(self.clone(), peer, true, Some(peer), asked)?;
+            conn.st.lock().stats.attempts = attempt + 1;
+            {
+                // Checked in the same lock section as the push: a connection never lands
+                // in the list of an interface that has shut down.
+                let mut st = self.st.lock();
+                if st.closed {
+                    return Err(ENODEV);
+                }
+                st.conns.push(conn.clone(), GFP_KERNEL)?;
+            }
+            let r = conn.start_active();
+            let outcome = match r {
+                Ok(()) => conn.wait_connected(),
+                Err(e) => Err(e),
+            };
+            if outcome.is_ok() {
+                return Ok(conn);
+            }
+            let retry = conn.st.lock().retry.take();
+            if self.forget(&conn) {
+                conn.teardown_soon("connect failed");
+            }
+            match retry {
+                Some(Retry::With(lower)) => {
+                    pr_info!(
+                        "{} -> {}: retrying with queue_depth={} max_payload={} max_regs={}\n",
+                        self.addr,
+                        peer,
+                        lower.queue_depth,
+                        lower.max_payload,
+                        lower.max_regs
+                    );
+                    asked = lower;
+                }
+                Some(Retry::Again(p)) => {
+                    asked = p;
+                    kernel::time::delay::fsleep(kernel::time::Delta::from_millis(
+                        conn_state::backoff_ms(attempt).into(),
+                    ));
+                }
+                Some(Retry::Fail) | None => return Err(outcome.err().unwrap_or(refused())),
+            }
+        }
+        pr_err!(
+            "{} -> {}: no agreement after {} attempts\n",
+            self.addr,
+            peer,
+            MAX_ATTEMPTS
+        );
+        Err(refused())
+    }
+
+    /// The established connection this interface made to `peer`, if any.
+    fn established(&self, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
+        Self::established_in(&self.st.lock(), peer)
+    }
+
+    /// [`Iface::established`] with the interface's state locked.
+    fn established_in(st: &IfaceState, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
+        if st.closed {
+            return Err(ENODEV);
+        }
+        Ok(st
+            .conns
+            .iter()
+            .find(|c| c.peer == peer && c.active && c.state() == State::Established)
+            .cloned())
+    }
+
+    /// `conn` has just learned that its peer interface is incarnation `stamp`: fails the
+    /// other connections to or from that interface that know it by another incarnation.
+    /// The peer restarted; they will never hear from it again, and transfers on them
+    /// would only time out. Their teardown happens in [`Iface::reap`].
+    pub(super) fn close_stale(&self, conn: &Arc<Conn>, stamp: u64) {
+        let Some(peer) = conn.peer_iface else {
+            return;
+        };
+        let stale: KVec<(Arc<Conn>, u64)> = {
+            let st = self.st.lock();
+            let mut v = KVec::new();
+            for c in st.conns.iter() {
+                if Arc::ptr_eq(c, conn) || c.peer_iface != Some(peer) {
+                    continue;
+                }
+                let known = c.st.lock().peer_stamp;
+                if negotiate::stale(known, stamp) {
+                    // Under memory pressure the keepalive finds the others.
+                    let _ = v.push((c.clone(), known), GFP_KERNEL);
+                }
+            }
+            v
+        };
+        for (c, known) in stale.iter() {
+            pr_info!(
+                "{} {} {}: peer {} restarted (incarnation {:#x}, was {:#x})\n",
+                self.addr,
+                c.dir(),
+                c.peer,
+                peer,
+                stamp,
+                known
+            );
+            c.fail("stale incarnation: the peer restarted");
+        }
+    }
+
+    /// Connections of the interface that it accepted (and has not reaped yet).
+    pub(super) fn accepted(&self, st: &IfaceState) -> usize {
+        st.conns.iter().filter(|c| !c.active).count()
+    }
+
+    /// Whether the interface was shut down.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.st.lock().closed
+    }
+
+    /// Its device's resources.
+    pub(crate) fn res(&self) -> &Arc<DevRes> {
+        &self.res
+    }
+
+    /// Takes `conn` out of the list; returns whether it was there. Whoever takes a
+    /// connection out tears it down (a shutdown may have taken it first).
+    fn forget(&self, conn: &Arc<Conn>) -> bool {
+        let mut st = self.st.lock();
+        let before = st.conns.len();
+        st.conns.retain(|c| !Arc::ptr_eq(c, conn));
+        st.conns.len() != before
+    }
+
+    /// The connection to `peer` this interface initiated, if any.
+    pub(crate) fn find(&self, peer: SockAddr) -> Option<Arc<Conn>> {
+        self.st
+            .lock()
+            .conns
+            .iter()
+            .find(|c| c.peer == peer && c.active)
+            .cloned()
+    }
+
+    /// Closes the connection to `peer`, if any.
+    pub(crate) fn close(&self, peer: SockAddr) -> Result {
+        let c = self.find(peer).ok_or(ENOENT)?;
+        if self.forget(&c) {
+            c.teardown_soon("closed by request");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The node's interfaces, and the transport's periodic work.
+
+use super::*;
+
+/// The periodic work of the transport: the interfaces and the module's timing parameters.
+pub(crate) struct NetTick {
+    /// The interfaces.
+    pub(crate) ifaces: Arc<Ifaces>,
+    /// Idle seconds before a keepalive (0: none).
+    pub(crate) keepalive: u32,
+    /// Transfer timeout.
+    pub(crate) timeout_ms: u32,
+}
+
+impl verbs::Tick for NetTick {
+    fn tick(&self) {
+        self.ifaces.tick(self.keepalive, self.timeout_ms);
+    }
+}
+
+/// A copy of a list of references, to work on its items without holding its lock. Under
+/// memory pressure the copy may be short: the periodic work catches up at the next tick.
+fn snapshot<T>(list: &[Arc<T>]) -> KVec<Arc<T>> {
+    let mut v = KVec::with_capacity(list.len(), GFP_KERNEL).unwrap_or_default();
+    for x in list {
+        if v.push(x.clone(), GFP_KERNEL).is_err() {
+            break;
+        }
+    }
+    v
+}
+
+/// The interfaces of the module.
+#[pin_data]
+pub(crate) struct Ifaces {
+    #[pin]
+    list: Mutex<KVec<Arc<Iface>>>,
+}
+
+impl Ifaces {
+    /// No interface.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            list <- new_mutex!(KVec::new(), "fastreg::Ifaces::list"),
+        })
+    }
+
+    /// Adds an interface; refuses a second one on the same address and port.
+    pub(crate) fn add(&self, iface: Arc<Iface>) -> Result {
+        let mut list = self.list.lock();
+        if list.iter().any(|i| i.addr == iface.addr) {
+            drop(list);
+            iface.shutdown();
+            return Err(EEXIST);
+        }
+        list.push(iface, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Periodic work: tears down closed connections and runs every connection's checks.
+    pub(crate) fn tick(&self, keepalive: u32, timeout_ms: u32) {
+        self.reap();
+        // The copies are taken in `let` statements so no lock is held while working.
+        let ifaces = snapshot(&self.list.lock());
+        for i in ifaces.iter() {
+            let conns = snapshot(&i.st.lock().conns);
+            for c in conns.iter() {
+                c.tick(keepalive, timeout_ms);
+            }
+        }
+    }
+
+    /// Tears down the connections of every interface that are closing or closed.
+    pub(crate) fn reap(&self) {
+        let ifaces = snapshot(&self.list.lock());
+        for i in ifaces.iter() {
+            i.reap();
+        }
+    }
+
+    /// The first interface (the default one of the first device, unless removed).
+    pub(crate) fn first(&self) -> Option<Arc<Iface>> {
+        self.list.lock().first().cloned()
+    }
+
+    /// The interface at `ip` (any port).
+    pub(crate) fn find(&self, ip: [u8; 4]) -> Option<Arc<Iface>> {
+        self.list.lock().iter().find(|i| i.addr.ip == ip).cloned()
+    }
+
+    /// Removes the interface at `ip` (and `port`, if given).
+    pub(crate) fn del(&self, ip: [u8; 4], port: Option<u16>) -> Result {
+        let gone = {
+            let mut list = self.list.lock();
+            let pos = list
+                .iter()
+                .position(|i| i.addr.ip == ip && port.is_none_or(|p| p == i.addr.port))
+                .ok_or(ENOENT)?;
+            list.remove(pos).map_err(|_| ENOENT)?
+        };
+        gone.shutdown();
+        Ok(())
+    }
+
+    /// Removes every interface on the device `res` (it is going away).
+    pub(crate) fn remove_device(&self, res: &DevRes) {
+        let mut gone = KVec::new();
+        {
+            let mut list = self.list.lock();
+            let mut i = 0;
+            while i < list.len() {
+                if core::ptr::eq(&*list[i].res, res) {
+                    if let Ok(x) = list.remove(i) {
+                        let _ = gone.push(x, GFP_KERNEL);
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for i in gone.iter() {
+            i.shutdown();
+        }
+    }
+
+    /// Writes every interface and connection, for debugfs, then the connections by state.
+    pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let list = self.list.lock();
+        let mut by_state = [0u32; State::ALL.len()];
+        for i in list.iter() {
+            i.write(f)?;
+            for c in i.st.lock().conns.iter() {
+                let s = c.state();
+                if let Some(n) = State::ALL.iter().position(|x| *x == s) {
+                    by_state[n] += 1;
+                }
+            }
+        }
+        f.write_str("connections:")?;
+        for (s, n) in State::ALL.iter().zip(by_state) {
+            write!(f, " {}={}", s.name(), n)?;
+        }
+        writeln!(f)?;
+        writeln!(f, "totals: wrs_posted={}", verbs::posted_wrs())
+    }
+}

@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A connection's life: setting up its QP and buffers, connecting, failing, teardown.
+
+use super::*;
+
+impl Conn {
+    pub(super) fn new(
+        iface: Arc<Iface>,
+        peer: SockAddr,
+        active: bool,
+        peer_iface: Option<SockAddr>,
+        asked: ConnParams,
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                iface,
+                peer,
+                active,
+                peer_iface,
+                st <- new_mutex!(ConnState {
+                    state: State::Idle,
+                    ep: None,
+                    asked,
+                    params: None,
+                    peer_stamp: 0,
+                    retry: None,
+                    reason: None,
+                    connect_err: None,
+                    credits: 0,
+                    outstanding: 0,
+                    tx_free: KVec::new(),
+                    tx_all: KVec::new(),
+                    rx: KVec::new(),
+                    owed: KVec::new(),
+                    next_cookie: 1,
+                    last_tx: Instant::now(),
+                    last_rx: Instant::now(),
+                    mangle: None,
+                    xfers: KVec::new(),
+                    room_q: KVec::new(),
+                    room_next: 0,
+                    sinks: KVec::new(),
+                    unkey: KVec::new(),
+                    tagged: KVec::new(),
+                    stats: Stats::default(),
+                    same_pool: false,
+                    in_connect: false,
+                }, "fastreg::Conn::st"),
+                cv <- new_condvar!("fastreg::Conn::cv"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The state.
+    pub(crate) fn state(&self) -> State {
+        self.st.lock().state
+    }
+
+    /// Most work requests one transfer's chain takes on a connection of `max_payload` and
+    /// `max_regs` on `res`: this side's MRs, and RDMA work requests up to the pieces between
+    /// them and the peer's registrations, however many of those it needs (up to the
+    /// negotiated `max_regs`; see [`crate::budget`]).
+    pub(super) fn chain_wrs(res: &DevRes, max_payload: u32, max_regs: u16) -> u32 {
+        let local = res.geo.max_mrs_for(max_payload.into());
+        crate::budget::per_transfer_with(local, max_regs.into()).total()
+    }
+
+    /// Queue sizes for `qd` transfers of up to `max_payload` bytes in up to `max_regs`
+    /// registrations: the send queue holds `qd` transfers' chains and the reserved
+    /// messages ([`crate::budget::sq_depth`]).
+    pub(super) fn caps(res: &DevRes, qd: u16, max_payload: u32, max_regs: u16) -> QpCaps {
+        let slots = u32::from(qd) + EXTRA;
+        let chain = Self::chain_wrs(res, max_payload, max_regs);
+        QpCaps {
+            send_wr: crate::budget::sq_depth(qd.into(), chain).unwrap_or(u32::MAX),
+            recv_wr: slots + 1,
+            send_sge: 1,
+            recv_sge: 1,
+        }
+    }
+
+    /// Allocates message slots and buffers for queue depth `qd`, and posts the receives.
+    /// Everything the completion path may keep per transfer is reserved here.
+    pub(super) fn setup(
+        self: &Arc<Self>,
+        st: &mut ConnState,
+        ep: &Endpoint<Ctx>,
+        qd: u16,
+    ) -> Result {
+        let slots = (u32::from(qd) + EXTRA) as usize;
+        let pd = &self.iface.res.pd;
+        let mut tx = KVec::with_capacity(slots, GFP_KERNEL)?;
+        let mut tx_all = KVec::with_capacity(slots, GFP_KERNEL)?;
+        let mut rx = KVec::with_capacity(slots, GFP_KERNEL)?;
+        for _ in 0..slots {
+            let slot = Completion::new(TxSlot {
+                conn: self.clone(),
+                buf: MsgBuf::new(pd, wire::MAX_MSG as usize)?,
+            })?;
+            tx_all.push(slot.clone(), GFP_KERNEL)?;
+            tx.push((slot, SendChain::with_capacity(1, 1)?), GFP_KERNEL)?;
+            rx.push(
+                Completion::new(RxSlot {
+                    conn: self.clone(),
+                    buf: MsgBuf::new(pd, wire::MAX_MSG as usize)?,
+                })?,
+                GFP_KERNEL,
+            )?;
+        }
+        st.owed.reserve(slots, GFP_KERNEL)?;
+        st.sinks.reserve(slots, GFP_KERNEL)?;
+        st.unkey.reserve(slots, GFP_KERNEL)?;
+        st.tagged.reserve(slots, GFP_KERNEL)?;
+        // The slots refer to the connection: teardown breaks the cycle, and finds them here
+        // whatever happens next.
+        st.tx_free = tx;
+        st.tx_all = tx_all;
+        st.rx = rx;
+        for r in st.rx.iter() {
+            ep.post_recv(&r.value().buf, r)?;
+        }
+        Ok(())
+    }
+
+    /// Starts an active connection.
+    pub(super) fn start_active(self: &Arc<Self>) -> Result {
+        let ep = Endpoint::new(Ctx::Conn(self.clone()))?;
+        let mut st = self.st.lock();
+        st.ep = Some(ep.clone());
+        let (s, a) = conn_state::next(st.state, Event::Connect);
+        st.state = s;
+        drop(st);
+        if a == Action::ResolveAddr {
+            ep.resolve_addr(Some(self.iface.addr), self.peer, RESOLVE_MS)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn wait_connected(&self) -> Result {
+        let mut left = msecs_to_jiffies(CONNECT_MS);
+        let mut st = self.st.lock();
+        loop {
+            match st.state {
+                State::Established => return Ok(()),
+                State::Closing | State::Closed => {
+                    pr_err!(
+                        "{} -> {}: connection failed: {}\n",
+                        self.iface.addr,
+                        self.peer,
+                        st.reason.unwrap_or("?")
+                    );
+                    return Err(st.connect_err.map(Error::from_errno).unwrap_or(refused()));
+                }
+                _ => {}
+            }
+            if left == 0 {
+                st.reason = Some("connect timed out");
+                st.retry = Some(Retry::Fail);
+                pr_err!(
+                    "{} -> {}: connect timed out ({})\n",
+                    self.iface.addr,
+                    self.peer,
+                    st.state.name()
+                );
+                return Err(ETIMEDOUT);
+            }
+            if !wait::step(&self.cv, &mut st, &mut left) {
+                return Err(ERESTARTSYS);
+            }
+        }
+    }
+
+    /// Applies `event`; records `reason` when it ends the connection. Returns the action.
+    pub(super) fn on(&self, st: &mut ConnState, event: Event, reason: &'static str) -> Action {
+        let (s, a) = conn_state::next(st.state, event);
+        if matches!(a, Action::Teardown | Action::TeardownAndRetry) {
+            if st.reason.is_none() {
+                st.reason = Some(reason);
+            }
+            if st.state == State::Established {
+                pr_info!(
+                    "{} {} {}: closing: {}\n",
+                    self.iface.addr,
+                    self.dir(),
+                    self.peer,
+                    reason
+                );
+            }
+            // An established connection is disconnected here, so that everything posted
+            // flushes and the peer hears of it at once; the owner drains and frees later,
+            // outside handlers. Before that there is nothing to break, and on iWARP
+            // `rdma_disconnect` would wait for the connect or accept still in progress,
+            // whose end runs the CM handler, which needs this lock: a flush completion
+            // that failed a connecting connection deadlocked siw that way. Its teardown
+            // disconnects, with no lock held.
+            if st.state == State::Established {
+                if let Some(ep) = &st.ep {
+                    ep.disconnect();
+                }
+            }
+        }
+        st.state = s;
+        Self::wake_all(st);
+        self.cv.notify_all();
+        a
+    }
+
+    /// Wakes the threads whose transfer moved, and those waiting for room.
+    pub(super) fn wake(&self, st: &mut ConnState) {
+        for x in st.xfers.iter_mut().filter(|x| x.moved) {
+            x.moved = false;
+            x.waiter.cv.notify_all();
+        }
+        self.cv.notify_all();
+    }
+
+    /// Wakes the thread of every transfer (the connection's state changed).
+    fn wake_all(st: &mut ConnState) {
+        for x in st.xfers.iter_mut() {
+            x.moved = false;
+            x.waiter.cv.notify_all();
+        }
+    }
+
+    /// `->` for a connection this side opened, `<-` for one it accepted (for logs).
+    pub(super) fn dir(&self) -> &'static str {
+        if self.active {
+            "->"
+        } else {
+            "<-"
+        }
+    }
+
+    /// A work request of the connection completed in error: unless the connection is
+    /// already going down (its work requests flush), log it and fail the connection.
+    ///
+    /// A flush while an active connection is still connecting is the CM's doing (siw
+    /// moves the QP to the error state on a reject before it reports the reject): the CM
+    /// event that follows decides, so that a reject with lower limits is retried, and
+    /// [`Conn::wait_connected`] bounds the wait.
+    pub(super) fn wr_failed(&self, st: &mut ConnState, wc: &Wc<'_>, reason: &'static str) {
+        if matches!(st.state, State::Closing | State::Closed) {
+            return;
+        }
+        if wc.flushed() && self.active && st.state == State::Connecting {
+            return;
+        }
+        pr_err!(
+            "{} {}: {}: {}\n",
+            self.iface.addr,
+            self.peer,
+            reason,
+            wc.status_msg().to_str().unwrap_or("?")
+        );
+        self.on(st, Event::Error, reason);
+    }
+
+    /// Fails the connection with `reason`.
+    pub(super) fn fail(&self, reason: &'static str) {
+        let mut st = self.st.lock();
+        self.on(&mut st, Event::Error, reason);
+    }
+
+    /// [`Conn::teardown`], now; or on the module's workqueue while its connect request is
+    /// out ([`ConnState::in_connect`]; on siw for minutes), so that the caller is not held.
+    /// The device's removal waits for it (`DevRes::wait_background`).
+    pub(super) fn teardown_soon(self: Arc<Self>, reason: &'static str) {
+        // Closed in the same lock section as the check: once closing, no connect starts.
+        let pending = {
+            let mut st = self.st.lock();
+            self.on(&mut st, Event::Close, reason);
+            st.in_connect
+        };
+        let conn = self.clone();
+        if pending && self.iface.res.spawn(move || conn.teardown(reason)) {
+            pr_info!(
+                "{} {} {}: the device is still connecting: torn down in the background\n",
+                self.iface.addr,
+                self.dir(),
+                self.peer
+            );
+            return;
+        }
+        self.teardown(reason);
+    }
+
+    /// Sends the connect request (see the [`CmEvent::RouteResolved`] handler), on the
+    /// module's workqueue, unless a teardown came first.
+    pub(super) fn connect_work(
+        self: Arc<Self>,
+        ep: Arc<Endpoint<Ctx>>,
+        private: [u8; wire::CONN_LEN],
+    ) {
+        let go = self.st.lock().state == State::Connecting;
+        let iwarp = Self::is_iwarp(&ep);
+        let r = if go {
+            // SAFETY: Not in the id's handler (on the module's workqueue), and nothing
+            // disconnects or closes the endpoint meanwhile: `in_connect` is set, and only
+            // an established connection is disconnected outside teardown (`Conn::on`),
+            // while teardown waits for `in_connect` to clear.
+            unsafe {
+                ep.connect_unlocked(&ConnParam {
+                    private: &private,
+                    rd_atomic: 16,
+                })
+            }
+        } else {
+            Ok(())
+        };
+        // Before `in_connect` clears: the teardown that waits for it destroys the endpoint,
+        // and must hold its last reference.
+        drop(ep);
+        let mut st = self.st.lock();
+        // On iWARP a request that went out is over with its answer (an established,
+        // rejected or failed event), which may have come already.
+        if !(go && r.is_ok() && iwarp) {
+            st.in_connect = false;
+        }
+        if let Err(e) = r {
+            st.connect_err = Some(e.to_errno());
+            self.on(&mut st, Event::Error, "connect failed");
+        }
+    }
+
+    /// Whether `ep` is on an iWARP device.
+    fn is_iwarp(ep: &Endpoint<Ctx>) -> bool {
+        ep.device().is_some_and(|d| d.is_iwarp())
+    }
+
+    /// Waits, with the lock released meanwhile, until `in_connect` clears:
+    /// `rdma_disconnect` must not run beside `rdma_connect` (on iWARP, rdma_cm frees the
+    /// `iw_cm_id` of a failed connect without a lock that `rdma_disconnect` takes), and on
+    /// iWARP both it and `rdma_destroy_id` would wait for the answer uninterruptibly.
+    pub(super) fn out_of_connect<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, ConnState>,
+    ) -> MutexGuard<'a, ConnState> {
+        let start = Instant::<Monotonic>::now();
+        while st.in_connect {
+            // Bounded: a device that never answers is left to iwcm's own wait (after TCP's
+            // SYN timeout, about 127 s, siw has given up on any connect it started).
+            if start.elapsed() >= Delta::from_secs(OUT_OF_CONNECT_SECS) {
+                pr_warn!(
+                    "{} {} {}: no answer to the connect after {} s: tearing down anyway\n",
+                    self.iface.addr,
+                    self.dir(),
+                    self.peer,
+                    OUT_OF_CONNECT_SECS
+                );
+                break;
+            }
+            drop(st);
+            // Short sleeps rather than a condition variable: uninterruptible, so that no
+            // signal cuts the wait short, without looking like a hung task.
+            kernel::time::delay::fsleep(Delta::from_millis(20));
+            st = self.st.lock();
+        }
+        st
+    }
+
+    /// Disconnects, drains, and frees the endpoint and the buffers. Process context only.
+    pub(super) fn teardown(&self, reason: &'static str) {
+        let ep = {
+            let mut st = self.st.lock();
+            self.on(&mut st, Event::Close, reason);
+            let mut st = self.out_of_connect(st);
+            st.ep.take()
+        };
+        // Every posted work request completes (flushed) before `close` returns, unless the
+        // device lost its completion; those are taken back once the QP is gone.
+        let gone = ep.and_then(|ep| {
+            ep.close();
+            Endpoint::destroy(ep)
+        });
+        let mut st = self.st.lock();
+        if let Some(gone) = gone {
+            self.reclaim_lost(&st, &gone);
+        }
+        Self::drop_slots(&mut st);
+        st.owed.clear();
+        // Everything in flight has completed or flushed: MRs whose keys may still be valid
+        // are destroyed, never reused; transfers waiting on the peer fail.
+        let res = self.iface.res.clone();
+        let unkeyed = core::mem::take(&mut st.unkey);
+        for s in st.sinks.drain_all() {
+            for r in s.regs {
+                res.pool.destroy(r.into_handle());
+            }
+        }
+        for (s, _) in unkeyed {
+            for r in s.regs {
+                res.pool.destroy(r.into_handle());
+            }
+        }
+        let tagged = core::mem::take(&mut st.tagged);
+        for t in tagged {
+            let inv = match t.what {
+                Finishing::ServedGet(_, inv) | Finishing::ServedPut(_, inv, _) => inv,
+                Finishing::Mine(cookie, inv) => {
+                    // A chain whose completion never came: its transfer's MRs are
+                    // destroyed, and it is told so.
+                    if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
+                        x.step = Step::ChainDone(false);
+                    }
+                    inv
+                }
+            };
+            for r in inv {
+                res.pool.destroy(r.into_handle());
+            }
+        }
+        for x in st.xfers.iter_mut() {
+            if matches!(x.step, Step::Waiting | Step::Acked(..)) {
+                x.step = Step::Failed(-(kernel::bindings::ECONNABORTED as i32));
+            }
+        }
+        let (s, _) = conn_state::next(st.state, Event::Drained);
+        st.state = s;
+        Self::wake_all(&mut st);
+        self.cv.notify_all();
+    }
+
+    /// Drops the message slots: they refer to the connection, which breaks the cycle.
+    pub(super) fn drop_slots(st: &mut ConnState) {
+        st.tx_free.clear();
+        st.tx_all.clear();
+        st.rx.clear();
+    }
+
+    /// Takes back the slots whose completion the device lost (see
+    /// [`Completion::reclaim_lost`]), now that the endpoint is destroyed (`gone`).
+    fn reclaim_lost(&self, st: &ConnState, gone: &verbs::QpGone) {
+        let mut lost = 0u32;
+        for s in st.tx_all.iter() {
+            // SAFETY: A connection's send slots are posted only on its endpoint, the one
+            // `gone` proves destroyed (teardown took it from `st.ep`, the only place).
+            lost += u32::from(unsafe { Completion::reclaim_lost(s, gone) });
+        }
+        for s in st.rx.iter() {
+            // SAFETY: As above, for its receive slots.
+            lost += u32::from(unsafe { Completion::reclaim_lost(s, gone) });
+        }
+        if lost > 0 {
+            pr_warn!(
+                "{} {} {}: the device lost {} completion(s) after the drain: taken back\n",
+                self.iface.addr,
+                self.dir(),
+                self.peer,
+                lost
+            );
+        }
+    }
+}

@@ -1,0 +1,524 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Interfaces and connections: negotiation, messages and credits.
+//!
+//! An [`Iface`] is an RDMA device and a local IPv4 address (and port) that fastreg listens
+//! on, with its own tunables. A [`Conn`] is a connection between two interfaces (of this
+//! node or another): its state follows [`crate::conn_state`], its parameters are negotiated
+//! with [`crate::negotiate`] through rdma_cm private data, and its messages are
+//! [`crate::wire`] messages over SEND/RECV, under credit flow control.
+//!
+//! Credits: each side posts `queue_depth + 2` receive buffers. A message costs the sender a
+//! credit; the receiver reposts the buffer and returns the credit in the header of its next
+//! message, or in a NOOP when `queue_depth / 2` credits are owed and nothing else goes out.
+//! Ordinary messages never take the last credit, which is kept for a NOOP, so both sides can
+//! always return credits to each other.
+//!
+//! Work that must not run in a completion or rdma_cm handler (draining a QP, destroying an
+//! endpoint, reconnecting) is done by the thread that asked for the connection, or by the
+//! interface's teardown; handlers only record what happened and wake it.
+//!
+//! This file holds the objects and their invariants; their behaviour is split by concern:
+//! [`iface`] (interfaces, connecting to a peer), [`lifecycle`] (a connection's setup,
+//! failure and teardown), [`cm_handler`] (rdma_cm events), [`send`] and [`recv`] (messages,
+//! credits, completions), [`xfer`] (transfer records, room, waits, the tick), [`put`] and
+//! [`get`] (the transfers this side starts), [`serve`] (the transfers it serves for a peer),
+//! [`hooks`] (test hooks), [`show`] (debugfs output) and [`ifaces`] (the node's interfaces).
+
+mod cm_handler;
+mod get;
+mod hooks;
+mod iface;
+mod ifaces;
+mod lifecycle;
+mod put;
+mod recv;
+mod send;
+mod serve;
+mod show;
+mod xfer;
+
+pub(crate) use ifaces::{
+    Ifaces,
+    NetTick, //
+};
+
+use kernel::{
+    new_condvar, new_mutex,
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        lock::mutex::MutexGuard,
+        Arc,
+        ArcBorrow,
+        CondVar,
+        Mutex, //
+    },
+    time::{
+        msecs_to_jiffies,
+        Delta,
+        Instant,
+        Jiffies,
+        Monotonic, //
+    },
+};
+
+use crate::{
+    command::Fault,
+    conn_state::{
+        self,
+        Action,
+        Event,
+        State, //
+    },
+    credits,
+    device::DevRes,
+    frag::Geometry,
+    mr_state::state::{
+        Free,
+        Invalidating,
+        Registered, //
+    },
+    negotiate::{
+        self,
+        Answer,
+        Reason,
+        Retry, //
+    },
+    region::{
+        self,
+        Region, //
+    },
+    show::Show,
+    verbs::{
+        self,
+        Access,
+        CmEvent,
+        CmHandler,
+        Completion,
+        ConnParam,
+        ConnRequest,
+        Endpoint,
+        FrMr,
+        Handler,
+        MsgBuf,
+        QpCaps,
+        SendChain,
+        SockAddr,
+        Wc, //
+    },
+    wait,
+    wire::{
+        self,
+        Body,
+        Check,
+        ConnParams,
+        Limits,
+        Misbehave,
+        Msg,
+        Regs, //
+    },
+};
+
+/// Receive buffers and message slots beyond the queue depth (for NOOPs and replies).
+const EXTRA: u32 = credits::EXTRA;
+/// How long a teardown waits for the device to answer a connect ([`Conn::out_of_connect`]).
+const OUT_OF_CONNECT_SECS: i64 = 150;
+/// How long connecting may take.
+const CONNECT_MS: u32 = 10_000;
+/// rdma_cm resolution timeout.
+const RESOLVE_MS: u16 = 2000;
+/// Connection attempts (negotiation rounds) before giving up.
+const MAX_ATTEMPTS: u32 = 6;
+/// Idle buffers an interface keeps for serving transfers, and their most bytes in all.
+const SPARE_REGIONS: usize = 32;
+const SPARE_BYTES: usize = 64 << 20;
+
+/// Tunables of an interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tunables {
+    /// Transfers (and credits) per connection.
+    pub(crate) queue_depth: u16,
+    /// Largest transfer.
+    pub(crate) max_payload: u32,
+    /// Registrations per transfer message.
+    pub(crate) max_regs: u16,
+    /// rdma_cm service port.
+    pub(crate) port: u16,
+    /// Connections accepted at most.
+    pub(crate) max_conns: u32,
+    /// Pages per registration of the buffers it serves (0: what the device's MRs map).
+    pub(crate) mr_pages: u32,
+}
+
+impl Tunables {
+    /// Registrations per transfer message when not given.
+    pub(crate) const DEFAULT_MAX_REGS: u16 = 16;
+
+    /// The module parameters' values.
+    pub(crate) fn defaults(p: &crate::params::Params) -> Self {
+        Self {
+            queue_depth: p.queue_depth as u16,
+            max_payload: p.max_payload,
+            max_regs: Self::DEFAULT_MAX_REGS,
+            port: p.port,
+            max_conns: p.max_conns,
+            mr_pages: 0,
+        }
+    }
+}
+
+struct IfaceState {
+    listener: Option<Arc<Endpoint<Ctx>>>,
+    conns: KVec<Arc<Conn>>,
+    closed: bool,
+    /// Peers a connect attempt is under way to: others asking for them wait for it.
+    connecting: KVec<SockAddr>,
+    /// Peers the last connection attempts to failed: consecutive failures, when, and the
+    /// error. Connecting again waits out a backoff ([`conn_state::backoff_ms`]).
+    failed: KVec<Failed>,
+}
+
+/// Failed connection attempts to a peer.
+#[derive(Clone, Copy)]
+struct Failed {
+    peer: SockAddr,
+    n: u32,
+    at: Instant<Monotonic>,
+    err: Error,
+}
+
+/// Rejects by reason (index: the reason's number).
+struct RejectCounts([Atomic<u64>; 10]);
+
+impl RejectCounts {
+    const fn new() -> Self {
+        Self([const { Atomic::new(0) }; 10])
+    }
+
+    fn count(&self, why: Reason) {
+        if let Some(n) = self.0.get(why as usize) {
+            n.fetch_add(1, Relaxed);
+        }
+    }
+
+    fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut any = false;
+        for (i, n) in self.0.iter().enumerate() {
+            let n = n.load(Relaxed);
+            if n == 0 {
+                continue;
+            }
+            let name = Reason::from_u8(i as u8)
+                .map(|r| r.name())
+                .unwrap_or("other");
+            write!(f, "{}{}:{}", if any { "," } else { "" }, name, n)?;
+            any = true;
+        }
+        if !any {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+/// A local interface.
+#[pin_data]
+pub(crate) struct Iface {
+    res: Arc<DevRes>,
+    addr: SockAddr,
+    tun: Tunables,
+    stamp: u64,
+    timeout_ms: u32,
+    rejects_sent: RejectCounts,
+    rejects_received: RejectCounts,
+    /// Seeds of the transfers this interface starts.
+    seeds: Atomic<u32>,
+    /// Connections this interface accepts at most (the `max_conns` parameter).
+    max_conns: usize,
+    /// How the buffers it registers as the sink of a PUT are cut into registrations.
+    geo: Geometry,
+    /// Test hook: how the interface misbehaves next, and how many times ([`hooks`]).
+    hook: Atomic<u32>,
+    hook_left: Atomic<u32>,
+    /// Signalled when a connect attempt ends (see [`IfaceState::connecting`]).
+    #[pin]
+    connected: CondVar,
+    /// Buffers (allocated and DMA-mapped) of transfers served, kept for the next ones of
+    /// the same size: serving allocates nothing at steady state.
+    #[pin]
+    spare: Mutex<KVec<Region>>,
+    /// Test hook: transfers this interface serves next whose data it corrupts.
+    corrupt_next: Atomic<u32>,
+    /// Test hook ([`Misbehave::RecordGet`]): the registrations of a GET it served.
+    #[pin]
+    served_get: Mutex<Option<Regs>>,
+    #[pin]
+    st: Mutex<IfaceState>,
+}
+
+/// The context of every endpoint of the transport.
+pub(crate) enum Ctx {
+    /// A listening endpoint of an interface.
+    Listener(Arc<Iface>),
+    /// The endpoint of a connection.
+    Conn(Arc<Conn>),
+}
+
+#[derive(Clone, Copy, Default)]
+struct Stats {
+    tx: u64,
+    rx: u64,
+    noops_tx: u64,
+    noops_rx: u64,
+    attempts: u32,
+    /// Bulk transfers served as sink (PUT) or source (GET), and those found corrupt.
+    served: u64,
+    corrupt: u64,
+    remote_inv: u64,
+    /// Requests this side refused for want of MRs or memory (`-EAGAIN`).
+    busy: u64,
+    /// Requests this side retried after the peer was busy.
+    retries: u64,
+}
+
+struct ConnState {
+    state: State,
+    ep: Option<Arc<Endpoint<Ctx>>>,
+    asked: ConnParams,
+    params: Option<ConnParams>,
+    peer_stamp: u64,
+    retry: Option<Retry>,
+    reason: Option<&'static str>,
+    /// Why connecting failed, when rdma_cm said (a negative errno).
+    connect_err: Option<i32>,
+    credits: u32,
+    outstanding: u32,
+    /// Idle send slots, each with its chain storage.
+    tx_free: KVec<(Arc<Completion<TxSlot>>, SendChain)>,
+    /// Every send slot, idle or not (teardown takes back those whose completion the
+    /// device lost).
+    tx_all: KVec<Arc<Completion<TxSlot>>>,
+    rx: KVec<Arc<Completion<RxSlot>>>,
+    /// Messages owed to the peer (answers and requests to serve), sent in order as credits
+    /// allow.
+    owed: KVec<Owed>,
+    next_cookie: u64,
+    /// When this side last sent a message.
+    last_tx: Instant<Monotonic>,
+    /// When this side last received one.
+    last_rx: Instant<Monotonic>,
+    /// Test hook: corrupt the next message sent (see the `fault` command).
+    mangle: Option<wire::Mangle>,
+    /// Transfers this side started.
+    xfers: KVec<Xfer>,
+    /// Tickets of the new requests waiting for room, in arrival order, with when each
+    /// began to wait; and the next ticket.
+    room_q: KVec<(u64, Instant<Monotonic>)>,
+    room_next: u64,
+    /// PUTs this side is the sink of, registered and waiting for PUT_DONE.
+    sinks: KVec<Sink>,
+    /// PUTs whose PUT_DONE arrived, waiting for a send slot or room to post the LOCAL_INVs
+    /// of their registrations (with the rkey the peer invalidated).
+    unkey: KVec<(Sink, Option<u32>)>,
+    /// Chains in flight whose completion finishes a transfer step.
+    tagged: KVec<Tagged>,
+    stats: Stats,
+    /// The peer is an interface on the same device: both ends take MRs from one pool.
+    same_pool: bool,
+    /// The connect request is being sent (`rdma_connect`, on the module's workqueue or in
+    /// the CM handler, with this lock released), or on iWARP is out and unanswered. On
+    /// siw the first is a blocking TCP connect, for about two minutes when the SYN goes
+    /// unanswered; the second lasts until the peer answers the MPA request or siw gives
+    /// up. Meanwhile iwcm holds `IWCM_F_CONNECT_WAIT`, and both `rdma_disconnect` and
+    /// `rdma_destroy_id` wait for it, uninterruptibly: [`Conn::teardown`] waits for this
+    /// to clear first, in short sleeps.
+    in_connect: bool,
+}
+
+/// What a posted chain sends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Post {
+    /// A message other than a NOOP: it never takes the last credit.
+    Msg,
+    /// A NOOP, which may take the last credit.
+    Noop,
+    /// No message, only local work requests (LOCAL_INV): no credit needed or returned.
+    Local,
+}
+
+/// What a transfer waits for before it posts ([`Conn::wait_room`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// A new request: a message's room, and a place among the `queue_depth` transfers of
+    /// this side in flight (so the peer never holds more of them than it agreed to).
+    Request,
+    /// A message of a transfer in flight: two credits, a send slot, room in the send queue
+    /// for a transfer, and nothing owed to the peer (answers go first).
+    Message,
+    /// A chain of that many local work requests (LOCAL_INVs): a send slot and room.
+    Local(usize),
+}
+
+/// Something owed to the peer, waiting for a credit and a send slot.
+// A GET carries its registrations inline (544 bytes): the queue's room is reserved at
+// setup, and boxing them would allocate per request in completion context.
+#[allow(clippy::large_enum_variant)]
+enum Owed {
+    /// The answer to a ping.
+    Pong(u64),
+    /// The verdict on a PUT's data.
+    Result(u64, i32),
+    /// A PUT to serve as the sink.
+    Put {
+        cookie: u64,
+        size: u64,
+        seed: u32,
+        check: Check,
+    },
+    /// A GET to serve as the source.
+    Get {
+        cookie: u64,
+        size: u64,
+        seed: u32,
+        check: Check,
+        regs: Regs,
+    },
+}
+
+/// Where a transfer this side started stands.
+#[derive(Clone, Copy)]
+enum Step {
+    /// The request is out.
+    Waiting,
+    /// PUT: the sink's registrations arrived (in [`Xfer::regs`]), with its cookie.
+    Acked(u64),
+    /// The peer refused or failed it.
+    Failed(i32),
+    /// GET: the data is in, with the rkey the peer invalidated (ping: the pong arrived).
+    Done(Option<u32>),
+    /// The LOCAL_INVs of this side's registrations are posted: no message from the peer
+    /// moves the transfer any more (a second DONE is a protocol violation).
+    Invalidating,
+    /// This side's last chain of the transfer completed (`true`) or failed.
+    ChainDone(bool),
+}
+
+/// What the thread of one transfer sleeps on: woken alone when its transfer moves, so
+/// that many transfers in flight on a connection do not all wake at every completion.
+#[pin_data]
+struct Waiter {
+    #[pin]
+    cv: CondVar,
+}
+
+/// What a transfer this side started is: the answers it may get depend on it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Ping,
+    Put,
+    Get,
+}
+
+struct Xfer {
+    cookie: u64,
+    kind: Kind,
+    waiter: Arc<Waiter>,
+    /// Its step or verdict changed since its thread was last woken.
+    moved: bool,
+    /// When its request went out (the transfer timeout runs from there).
+    sent: Option<Instant<Monotonic>>,
+    step: Step,
+    /// PUT with a check: the sink's verdict.
+    verdict: Option<i32>,
+    /// PUT: the sink's registrations.
+    regs: Regs,
+    /// Bytes of the transfer (set when the request goes out).
+    size: u64,
+    /// GET: the rkey the peer may invalidate remotely (the first one advertised).
+    inv_rkey: Option<u32>,
+}
+
+/// How the sink of a PUT checks its data, and whom it tells.
+#[derive(Clone, Copy)]
+struct SinkCheck {
+    /// The source's cookie, for the verdict.
+    cookie: u64,
+    seed: u32,
+    check: Check,
+}
+
+/// The sink of a PUT.
+struct Sink {
+    since: Instant<Monotonic>,
+    sink_cookie: u64,
+    how: SinkCheck,
+    region: Region,
+    regs: KVec<FrMr<Registered>>,
+}
+
+/// What completes with a chain.
+enum Finishing {
+    /// The source side of a GET this side serves: its MRs are invalidated.
+    ServedGet(Region, KVec<FrMr<Invalidating>>),
+    /// The sink side of a PUT: the LOCAL_INVs of its other MRs; then the data is checked.
+    ServedPut(Region, KVec<FrMr<Invalidating>>, SinkCheck),
+    /// A chain of a transfer this side started (its MRs, invalidated in the chain).
+    Mine(u64, KVec<FrMr<Invalidating>>),
+}
+
+struct Tagged {
+    slot: Arc<Completion<TxSlot>>,
+    what: Finishing,
+}
+
+/// A connection.
+#[pin_data]
+pub(crate) struct Conn {
+    iface: Arc<Iface>,
+    peer: SockAddr,
+    active: bool,
+    /// The peer's interface (its address and listening port), when known: `peer` for a
+    /// connection this side opened, the request's source address and port field for one
+    /// it accepted.
+    peer_iface: Option<SockAddr>,
+    #[pin]
+    st: Mutex<ConnState>,
+    #[pin]
+    cv: CondVar,
+}
+
+/// A message slot for sending.
+pub(crate) struct TxSlot {
+    conn: Arc<Conn>,
+    buf: Arc<MsgBuf>,
+}
+
+/// A receive buffer.
+pub(crate) struct RxSlot {
+    conn: Arc<Conn>,
+    buf: Arc<MsgBuf>,
+}
+
+/// Destroys MRs registered for a chain that was not posted (or whose state is unknown):
+/// deregistering kills their keys; they are never reused.
+fn give_up(res: &DevRes, regs: &mut KVec<FrMr<Registered>>, inv: &mut KVec<FrMr<Invalidating>>) {
+    for r in regs.drain_all() {
+        res.pool.destroy(r.into_handle());
+    }
+    for i in inv.drain_all() {
+        res.pool.destroy(i.into_handle());
+    }
+}
+
+fn refused() -> Error {
+    Error::from_errno(-(kernel::bindings::ECONNREFUSED as i32))
+}
+
+fn not_connected() -> Error {
+    Error::from_errno(-(kernel::bindings::ENOTCONN as i32))
+}

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Receiving messages: classification, credits, dispatch; receive completions.
+
+use super::*;
+
+impl Conn {
+    /// Handles a received message of `len` bytes in `slot` (`inv`: the rkey the peer
+    /// invalidated with it), and reposts the buffer.
+    fn receive(self: &Arc<Self>, slot: &Arc<Completion<RxSlot>>, len: u32, inv: Option<u32>) {
+        let mut st = self.st.lock();
+        // A connection going down acts on nothing more (its transfers were failed).
+        if matches!(st.state, State::Closing | State::Closed) {
+            return;
+        }
+        let Some(limits) = self.limits(&st) else {
+            drop(st);
+            return self.fail("message before the connection parameters");
+        };
+        // What to do, copied out while the buffer is borrowed.
+        enum Todo {
+            Nothing,
+            Pong(u64),
+            PongSeen(u64),
+            Serve(Owed),
+            PutAck(u64, u64, Regs),
+            Verdict(u64, i32),
+            Failed(u64, i32),
+            PutDone(u64, i32),
+            GetDone(u64, i32),
+        }
+        let decoded = slot.value().buf.with(|b| {
+            let b = &b[..(len as usize).min(b.len())];
+            wire::decode(b, &limits).map(|m| {
+                let todo = match m.body {
+                    Body::Noop => Todo::Nothing,
+                    Body::Immediate { cookie, payload } if payload == b"ping" => Todo::Pong(cookie),
+                    Body::Immediate { cookie, payload } if payload == b"pong" => {
+                        Todo::PongSeen(cookie)
+                    }
+                    Body::Immediate { .. } => Todo::Nothing,
+                    Body::PutReq {
+                        cookie,
+                        size,
+                        seed,
+                        check,
+                    } => Todo::Serve(Owed::Put {
+                        cookie,
+                        size,
+                        seed,
+                        check,
+                    }),
+                    Body::GetReq {
+                        cookie,
+                        size,
+                        seed,
+                        check,
+                        regs,
+                    } => Todo::Serve(Owed::Get {
+                        cookie,
+                        size,
+                        seed,
+                        check,
+                        regs,
+                    }),
+                    Body::PutResult { cookie, status } => {
+                        Todo::Verdict(cookie, wire::remote_error(status))
+                    }
+                    Body::PutAck {
+                        cookie,
+                        sink_cookie,
+                        regs,
+                    } => Todo::PutAck(cookie, sink_cookie, regs),
+                    Body::PutNak { cookie, status } => {
+                        Todo::Failed(cookie, wire::remote_error(status))
+                    }
+                    Body::Done {
+                        get: false,
+                        cookie,
+                        status,
+                    } => Todo::PutDone(cookie, status),
+                    Body::Done {
+                        get: true,
+                        cookie,
+                        status,
+                    } => Todo::GetDone(cookie, wire::remote_error(status)),
+                };
+                (m.credits, m.kind(), todo)
+            })
+        });
+        let (credits, kind, todo) = match decoded {
+            Ok(d) => d,
+            Err(e) => {
+                pr_err!(
+                    "{} {} {}: invalid message: {}\n",
+                    self.iface.addr,
+                    self.dir(),
+                    self.peer,
+                    Show(e)
+                );
+                self.on(&mut st, Event::Error, "invalid message");
+                return;
+            }
+        };
+        st.stats.rx += 1;
+        st.last_rx = Instant::now();
+        if kind == wire::Type::Noop {
+            st.stats.noops_rx += 1;
+        }
+        st.credits += u32::from(credits);
+        let max = limits.max_credits;
+        if st.credits > max {
+            pr_err!(
+                "{} {}: peer returned too many credits\n",
+                self.iface.addr,
+                self.peer
+            );
+            self.on(&mut st, Event::Error, "too many credits");
+            return;
+        }
+        // Only a DONE may invalidate remotely, and only when that was negotiated.
+        if inv.is_some() {
+            if !matches!(todo, Todo::PutDone(..) | Todo::GetDone(..)) {
+                return self.violation(
+                    &mut st,
+                    "remote invalidation with a message other than DONE",
+                );
+            }
+            if !Self::remote_inv(&st) {
+                return self.violation(&mut st, "bogus remote invalidation: not negotiated");
+            }
+        }
+        let r: core::result::Result<(), &'static str> = match todo {
+            Todo::Nothing => Ok(()),
+            Todo::Pong(cookie) => self.peer_request(&mut st, Owed::Pong(cookie)),
+            Todo::PongSeen(cookie) => Self::step(&mut st, cookie, Kind::Ping, Step::Done(None)),
+            Todo::Serve(o) => self.peer_request(&mut st, o),
+            Todo::Verdict(cookie, status) => st
+                .xfers
+                .iter_mut()
+                .find(|x| {
+                    x.cookie == cookie
+                        && x.kind == Kind::Put
+                        && x.verdict.is_none()
+                        && x.sent.is_some()
+                })
+                .map(|x| {
+                    x.verdict = Some(status);
+                    x.moved = true;
+                })
+                .ok_or("PUT_RESULT for an unknown transfer"),
+            Todo::PutAck(cookie, sink_cookie, regs) => {
+                // The sink's registrations must cover exactly what the PUT asked for,
+                // each one its own, or the source would write short or twice.
+                let size = st.xfers.iter().find(|x| x.cookie == cookie).map(|x| x.size);
+                match size {
+                    Some(size) if wire::regs_cover(&regs, size) => {
+                        Self::step(&mut st, cookie, Kind::Put, Step::Acked(sink_cookie)).map(|()| {
+                            if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
+                                x.regs = regs;
+                            }
+                        })
+                    }
+                    Some(_) => Err("PUT_ACK registrations do not cover the PUT exactly"),
+                    None => Err("PUT_ACK for an unknown transfer"),
+                }
+            }
+            Todo::Failed(cookie, status) => {
+                Self::step(&mut st, cookie, Kind::Put, Step::Failed(status))
+            }
+            Todo::GetDone(cookie, 0) => {
+                let expected = st
+                    .xfers
+                    .iter()
+                    .find(|x| x.cookie == cookie)
+                    .map(|x| x.inv_rkey);
+                match expected {
+                    Some(want) if inv.is_some() && inv != want => {
+                        Err("bogus remote invalidation: not the transfer's rkey")
+                    }
+                    _ => Self::step(&mut st, cookie, Kind::Get, Step::Done(inv)),
+                }
+            }
+            Todo::GetDone(cookie, status) if inv.is_none() => {
+                Self::step(&mut st, cookie, Kind::Get, Step::Failed(status))
+            }
+            Todo::GetDone(..) => Err("bogus remote invalidation: a failed GET"),
+            Todo::PutDone(sink_cookie, status) => self.sink_done(&mut st, sink_cookie, status, inv),
+        };
+        if let Err(why) = r {
+            pr_err!(
+                "{} {} {}: bad {:?}\n",
+                self.iface.addr,
+                self.dir(),
+                self.peer,
+                kind
+            );
+            return self.violation(&mut st, why);
+        }
+        // Repost the buffer: one more credit owed to the peer.
+        if let Some(ep) = st.ep.clone() {
+            if ep.post_recv(&slot.value().buf, slot).is_ok() {
+                st.outstanding += 1;
+            }
+        }
+        self.pump(&mut st);
+        self.wake(&mut st);
+    }
+
+    /// Moves the transfer `cookie` this side started to `step`; a cookie it does not know,
+    /// or one whose request is not waiting for the peer, is a protocol violation.
+    pub(super) fn step(
+        st: &mut ConnState,
+        cookie: u64,
+        kind: Kind,
+        step: Step,
+    ) -> core::result::Result<(), &'static str> {
+        let x = st
+            .xfers
+            .iter_mut()
+            .find(|x| x.cookie == cookie && x.sent.is_some())
+            .ok_or("answer for an unknown transfer")?;
+        if x.kind != kind {
+            return Err("answer of another kind of transfer");
+        }
+        if !matches!(x.step, Step::Waiting) {
+            return Err("second answer for a transfer");
+        }
+        x.step = step;
+        x.moved = true;
+        Ok(())
+    }
+
+    /// The peer broke the protocol: logs why and fails the connection (only this one).
+    pub(super) fn violation(&self, st: &mut ConnState, why: &'static str) {
+        pr_err!(
+            "{} {} {}: protocol violation: {}\n",
+            self.iface.addr,
+            self.dir(),
+            self.peer,
+            why
+        );
+        self.on(st, Event::Error, why);
+    }
+
+    /// A request of the peer (ping, PUT, GET) to answer. The peer has at most
+    /// `queue_depth` transfers in flight, so the requests not yet answered and the PUTs
+    /// registered for it stay within that: a peer that exceeds it is closed.
+    fn peer_request(&self, st: &mut ConnState, o: Owed) -> core::result::Result<(), &'static str> {
+        let depth = st.params.map_or(0, |p| usize::from(p.queue_depth));
+        if st.owed.len() + st.sinks.len() >= depth {
+            return Err("more transfers in flight than the queue depth");
+        }
+        if let Owed::Get { size, regs, .. } = &o {
+            if !wire::regs_cover(regs, *size) {
+                return Err("GET_REQ registrations advertise an rkey twice");
+            }
+        }
+        // Within the room reserved at setup: no allocation here.
+        st.owed.push(o, GFP_NOWAIT).map_err(|_| "out of memory")
+    }
+}
+
+impl Handler for RxSlot {
+    fn done(this: Arc<Completion<Self>>, wc: &Wc<'_>, _chain: SendChain) {
+        let conn = this.value().conn.clone();
+        if !wc.ok() {
+            conn.wr_failed(&mut conn.st.lock(), wc, "receive failed");
+            return;
+        }
+        conn.receive(&this, wc.byte_len(), wc.invalidated_rkey());
+    }
+}
