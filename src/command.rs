@@ -120,13 +120,15 @@ pub(crate) struct IfaceTunables {
     /// Pages per registration of the buffers the interface serves (default: what the
     /// device's MRs map).
     pub(crate) mr_pages: Option<u32>,
+    /// Most bytes of a transfer carried inline (0: none).
+    pub(crate) max_inline: Option<u32>,
 }
 
 /// A control command (`/sys/kernel/debug/fastreg/ctl`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ctl<'a> {
     /// `iface add DEV IP [queue_depth=N] [max_payload=N] [max_regs=N] [port=N]
-    /// [mr_pages=N]`.
+    /// [mr_pages=N] [max_inline=N]`.
     IfaceAdd {
         /// RDMA device name.
         dev: &'a str,
@@ -251,6 +253,7 @@ impl<'a> Ctl<'a> {
                         "max_regs" => tun.max_regs = Some(parse_num(v, 1, 32)?),
                         "port" => tun.port = Some(parse_num(v, 1, 65535)?),
                         "mr_pages" => tun.mr_pages = Some(parse_num(v, 1, 65536)?),
+                        "max_inline" => tun.max_inline = Some(parse_num(v, 0, 16384)?),
                         _ => return Err("unknown tunable"),
                     }
                 }

@@ -84,6 +84,10 @@ module! {
             default: crate::params::MAX_CONNS.default,
             description: "Connections an interface accepts at most; more are rejected (1..65536)",
         },
+        max_inline: u32 {
+            default: crate::params::MAX_INLINE.default,
+            description: "Largest transfer carried inline in messages, unregistered; 0 disables (0..16384)",
+        },
     },
 }
 
@@ -100,6 +104,7 @@ fn load_params() -> Result<Params> {
         *m::timeout.value(),
         *m::keepalive.value(),
         *m::max_conns.value(),
+        *m::max_inline.value(),
     ];
     Params::validate(raw).map_err(|e| {
         pr_err!("{}\n", show::Show(e));

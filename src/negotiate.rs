@@ -11,6 +11,7 @@
 //! accept is checked to grant no more than was asked.
 
 use crate::wire::{
+    inline_fits,
     ConnParams,
     FEATURES,
     VERSION, //
@@ -84,6 +85,8 @@ pub(crate) struct Local {
     pub(crate) max_payload: u32,
     /// Largest message.
     pub(crate) max_msg: u32,
+    /// Most bytes of a transfer inline (within what `max_msg` leaves).
+    pub(crate) max_inline: u16,
     /// `PAGE_SIZE`.
     pub(crate) page_size: u32,
     /// Feature bits offered.
@@ -103,6 +106,7 @@ impl Local {
             max_regs: self.max_regs,
             max_payload: self.max_payload,
             max_msg: self.max_msg,
+            max_inline: self.max_inline,
             page_size: self.page_size,
             features: self.features & FEATURES,
             reason,
@@ -149,6 +153,9 @@ pub(crate) fn answer(req: &ConnParams, me: &Local) -> Answer {
         max_regs: req.max_regs,
         max_payload: req.max_payload,
         max_msg: req.max_msg,
+        // The smaller of the two, as the features: no reason to reject. The request's own
+        // fits its `max_msg` (checked when decoded), so the grant does too.
+        max_inline: req.max_inline.min(me.max_inline),
         page_size: me.page_size,
         features: req.features & me.features & FEATURES,
         reason: 0,
@@ -179,6 +186,10 @@ pub(crate) fn on_reject(asked: &ConnParams, limits: &ConnParams) -> Retry {
         max_regs: asked.max_regs.min(limits.max_regs),
         max_payload: asked.max_payload.min(limits.max_payload),
         max_msg: asked.max_msg.min(limits.max_msg),
+        // Within what the lowered message size leaves.
+        max_inline: asked
+            .max_inline
+            .min(u16::try_from(inline_fits(asked.max_msg.min(limits.max_msg))).unwrap_or(u16::MAX)),
         ..*asked
     };
     match why {
@@ -206,6 +217,7 @@ pub(crate) fn check_accept(asked: &ConnParams, granted: &ConnParams) -> bool {
         && granted.max_regs <= asked.max_regs
         && granted.max_payload <= asked.max_payload
         && granted.max_msg <= asked.max_msg
+        && granted.max_inline <= asked.max_inline
         && granted.features & !asked.features == 0
         && granted.dst_stamp == asked.stamp
         && granted.queue_depth > 0

@@ -106,8 +106,18 @@ pub(crate) const MAX_CONNS: Spec = Spec {
     default: 1024,
 };
 
+/// Most bytes of a transfer carried inline, in its messages, with no registration; 0
+/// disables inline transfers. Negotiated down to the peer's. Messages grow to hold it
+/// (`4096 + 56` bytes for the default: 8 KiB buffers).
+pub(crate) const MAX_INLINE: Spec = Spec {
+    name: "max_inline",
+    min: 0,
+    max: 16384,
+    default: 4096,
+};
+
 /// Every parameter, in the order they are documented and reported.
-pub(crate) const ALL: [Spec; 9] = [
+pub(crate) const ALL: [Spec; 10] = [
     POOL_SIZE,
     POOL_MAX,
     POOL_IDLE,
@@ -117,6 +127,7 @@ pub(crate) const ALL: [Spec; 9] = [
     TIMEOUT,
     KEEPALIVE,
     MAX_CONNS,
+    MAX_INLINE,
 ];
 
 /// Why a set of parameters was refused.
@@ -189,14 +200,16 @@ pub(crate) struct Params {
     pub(crate) keepalive: u32,
     /// See [`MAX_CONNS`].
     pub(crate) max_conns: u32,
+    /// See [`MAX_INLINE`].
+    pub(crate) max_inline: u32,
 }
 
 impl Params {
     /// Validates raw values, given in the order of [`ALL`].
     ///
     /// Returns the first error, in that order, so the message names one parameter.
-    pub(crate) fn validate(raw: [u32; 9]) -> Result<Params, ParamError> {
-        let [pool_size, pool_max, pool_idle, queue_depth, max_payload, port, timeout, keepalive, max_conns] =
+    pub(crate) fn validate(raw: [u32; 10]) -> Result<Params, ParamError> {
+        let [pool_size, pool_max, pool_idle, queue_depth, max_payload, port, timeout, keepalive, max_conns, max_inline] =
             raw;
         let params = Params {
             pool_size: POOL_SIZE.check(pool_size)?,
@@ -211,6 +224,7 @@ impl Params {
             timeout: TIMEOUT.check(timeout)?,
             keepalive: KEEPALIVE.check(keepalive)?,
             max_conns: MAX_CONNS.check(max_conns)?,
+            max_inline: MAX_INLINE.check(max_inline)?,
         };
         if params.pool_size > params.pool_max {
             return Err(ParamError::Exceeds {
@@ -225,7 +239,7 @@ impl Params {
     }
 
     /// The values in the order of [`ALL`], for reporting.
-    pub(crate) fn values(&self) -> [u32; 9] {
+    pub(crate) fn values(&self) -> [u32; 10] {
         [
             self.pool_size,
             self.pool_max,
@@ -236,6 +250,7 @@ impl Params {
             self.timeout,
             self.keepalive,
             self.max_conns,
+            self.max_inline,
         ]
     }
 }

@@ -86,6 +86,12 @@ impl Region {
         self.sgl.with_cpu(f)
     }
 
+    /// A counted reference to its mapped buffer (for a handler that fills it while its
+    /// owner waits).
+    pub(crate) fn mapped(&self) -> Arc<DmaSgl> {
+        self.sgl.clone()
+    }
+
     /// The buffer.
     pub(crate) fn buffer(&self) -> &Buffer {
         self.sgl.buffer()
@@ -224,6 +230,36 @@ pub(crate) fn verify(region: &Region, seed: u32, check: Check) -> Result<Option<
     }
     let len = region.buffer().len();
     region.with_cpu(|b| b.first_mismatch_in(|o| check.covers(o, len), |o| pattern(seed, o)))
+}
+
+/// The first byte `check` covers where `data` differs from the pattern of `seed` (data
+/// carried inline, as received: the byte at `flip`, if any, is taken as inverted, the
+/// corruption test hook).
+pub(crate) fn verify_bytes(
+    data: &[u8],
+    seed: u32,
+    check: Check,
+    flip: Option<usize>,
+) -> Option<usize> {
+    if check == Check::None {
+        return None;
+    }
+    let len = data.len();
+    data.iter().enumerate().position(|(o, &b)| {
+        let b = if flip == Some(o) { !b } else { b };
+        check.covers(o, len) && b != pattern(seed, o)
+    })
+}
+
+/// Fills inline data about to be sent as [`fill`] does a buffer.
+pub(crate) fn fill_bytes(data: &mut [u8], seed: u32, check: Check) {
+    for (o, b) in data.iter_mut().enumerate() {
+        *b = if check == Check::None {
+            0
+        } else {
+            pattern(seed, o)
+        };
+    }
 }
 
 /// What a peer is told about registered MRs: bytes, never pages.

@@ -160,6 +160,7 @@ impl CtlFile {
                     port: tun.port.unwrap_or(d.port),
                     max_conns: d.max_conns,
                     mr_pages: tun.mr_pages.unwrap_or(d.mr_pages),
+                    max_inline: tun.max_inline.unwrap_or(d.max_inline),
                 };
                 let addr = verbs::SockAddr { ip, port: t.port };
                 // An interface already there is retuned: replaced with the new values.

@@ -9,22 +9,23 @@ impl CmHandler for Ctx {
         let Ctx::Conn(conn) = ep.ctx() else { return };
         let mut st = conn.st.lock();
         match ev {
+            // The state machine moves the connection and says what to do; the handler does
+            // that and nothing else: an event the state does not expect (a late one, after
+            // a teardown began) comes back as `Action::None`.
             CmEvent::AddrResolved => {
-                if conn_state::next(st.state, Event::AddrResolved).1 == Action::ResolveRoute {
-                    st.state = State::ResolvingRoute;
-                    if ep.resolve_route(RESOLVE_MS).is_err() {
-                        conn.on(&mut st, Event::Failed, "route resolution failed");
-                    }
+                if conn.on(&mut st, Event::AddrResolved, "") == Action::ResolveRoute
+                    && ep.resolve_route(RESOLVE_MS).is_err()
+                {
+                    conn.on(&mut st, Event::Failed, "route resolution failed");
                 }
             }
             CmEvent::RouteResolved => {
                 // Under the connection's lock, so teardown either came first (then the
                 // state says so and nothing is set up) or finds everything set up here.
                 // The handler only borrows its endpoint: the connection owns it.
-                if conn_state::next(st.state, Event::RouteResolved).1 != Action::Connect {
+                if conn.on(&mut st, Event::RouteResolved, "") != Action::Connect {
                     return;
                 }
-                st.state = State::Connecting;
                 let asked = st.asked;
                 let res = &conn.iface.res;
                 let caps = Conn::caps(res, asked.queue_depth, asked.max_payload, asked.max_regs);
@@ -75,7 +76,11 @@ impl CmHandler for Ctx {
                     st.credits = credits::limit(granted.queue_depth);
                     st.same_pool = conn.iface.res.has_stamp(granted.stamp);
                 }
-                conn.on(&mut st, Event::Established, "");
+                if conn.on(&mut st, Event::Established, "") != Action::Start {
+                    // Torn down meanwhile (closed by its owner, or its connect timed out):
+                    // nothing starts; the teardown disconnects.
+                    return;
+                }
                 if conn.active {
                     // Lock order: the interface's state before a connection's.
                     let stamp = st.peer_stamp;
@@ -84,14 +89,15 @@ impl CmHandler for Ctx {
                     st = conn.st.lock();
                 }
                 pr_info!(
-                    "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} sq_depth={} \
-                     page_size={} peer_page_size={}\n",
+                    "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} max_inline={} \
+                     sq_depth={} page_size={} peer_page_size={}\n",
                     conn.iface.addr,
                     conn.dir(),
                     conn.peer,
                     st.params.map(|p| p.queue_depth).unwrap_or(0),
                     st.params.map(|p| p.max_payload).unwrap_or(0),
                     st.params.map(|p| p.max_regs).unwrap_or(0),
+                    st.params.map(|p| p.max_inline).unwrap_or(0),
                     ep.caps().map(|c| c.send_wr).unwrap_or(0),
                     PAGE_SIZE,
                     st.params.map(|p| p.page_size).unwrap_or(0)

@@ -8,7 +8,8 @@ impl Conn {
     /// GET: moves `len(region)` bytes from the peer into `region`. Unless `check` is none
     /// the peer writes the pattern of `seed` and it is checked here: `EBADMSG` means the
     /// data is corrupt. The local registrations are dead before this returns, whatever it
-    /// returns. Retried while the peer is busy.
+    /// returns. Retried while the peer is busy. Within the connection's inline size, the
+    /// data comes back in the answer ([`inline`]).
     pub(crate) fn get_region(
         &self,
         region: &Region,
@@ -16,7 +17,11 @@ impl Conn {
         check: Check,
         timeout_ms: u32,
     ) -> Result {
-        self.retry_busy(timeout_ms, |ms| self.get_once(region, seed, check, ms))?;
+        if self.goes_inline(region) {
+            self.get_inline(region, seed, check, timeout_ms)?;
+        } else {
+            self.retry_busy(timeout_ms, |ms| self.get_once(region, seed, check, ms))?;
+        }
         if let Some(off) = region::verify(region, seed, check)? {
             pr_err!(
                 "{} -> {}: GET data differs from the pattern at byte {} of {}\n",

@@ -51,22 +51,36 @@ impl Iface {
 
     /// Applies the corruption hook to a served transfer's data, if armed.
     pub(super) fn corrupt_hook(&self, region: &Region) -> Result {
+        match self.take_corrupt(region.buffer().len()) {
+            Some(off) => region.with_cpu(|b| b.flip(off)),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Iface::corrupt_hook`] for data carried inline, about to be sent.
+    pub(super) fn corrupt_hook_bytes(&self, data: &mut [u8]) {
+        if let Some(off) = self.take_corrupt(data.len()) {
+            data[off] = !data[off];
+        }
+    }
+
+    /// Consumes one armed corruption, if any: the offset to invert in `len` bytes.
+    pub(super) fn take_corrupt(&self, len: usize) -> Option<usize> {
         let mut n = self.corrupt_next.load(Relaxed);
-        while n > 0 {
+        while n > 0 && len > 0 {
             match self.corrupt_next.cmpxchg(n, n - 1, Relaxed) {
                 Ok(_) => {
-                    let len = region.buffer().len();
                     pr_info!(
                         "{}: corrupting byte {} of a served transfer\n",
                         self.addr,
                         len / 2
                     );
-                    return region.with_cpu(|b| b.flip(len / 2));
+                    return Some(len / 2);
                 }
                 Err(now) => n = now,
             }
         }
-        Ok(())
+        None
     }
 }
 

@@ -119,7 +119,9 @@ impl Iface {
             queue_depth: self.tun.queue_depth,
             max_regs: self.tun.max_regs,
             max_payload: self.tun.max_payload,
-            max_msg: wire::MAX_MSG,
+            max_msg: wire::msg_size(self.tun.max_inline),
+            // Within what those messages leave (the tunable's range keeps it so).
+            max_inline: u16::try_from(self.tun.max_inline).unwrap_or(0),
             page_size: PAGE_SIZE as u32,
             features: wire::FEATURE_REMOTE_INV,
             stamp: self.stamp,

@@ -97,14 +97,14 @@ impl Conn {
         for _ in 0..slots {
             let slot = Completion::new(TxSlot {
                 conn: self.clone(),
-                buf: MsgBuf::new(pd, wire::MAX_MSG as usize)?,
+                buf: MsgBuf::new(pd, st.asked.max_msg as usize)?,
             })?;
             tx_all.push(slot.clone(), GFP_KERNEL)?;
             tx.push((slot, SendChain::with_capacity(1, 1)?), GFP_KERNEL)?;
             rx.push(
                 Completion::new(RxSlot {
                     conn: self.clone(),
-                    buf: MsgBuf::new(pd, wire::MAX_MSG as usize)?,
+                    buf: MsgBuf::new(pd, st.asked.max_msg as usize)?,
                 })?,
                 GFP_KERNEL,
             )?;
@@ -129,8 +129,7 @@ impl Conn {
         let ep = Endpoint::new(Ctx::Conn(self.clone()))?;
         let mut st = self.st.lock();
         st.ep = Some(ep.clone());
-        let (s, a) = conn_state::next(st.state, Event::Connect);
-        st.state = s;
+        let a = self.on(&mut st, Event::Connect, "");
         drop(st);
         if a == Action::ResolveAddr {
             ep.resolve_addr(Some(self.iface.addr), self.peer, RESOLVE_MS)?;
@@ -416,10 +415,9 @@ impl Conn {
                 x.step = Step::Failed(-(kernel::bindings::ECONNABORTED as i32));
             }
         }
-        let (s, _) = conn_state::next(st.state, Event::Drained);
-        st.state = s;
-        Self::wake_all(&mut st);
-        self.cv.notify_all();
+        // `Action::Release`: what is left (the endpoint, the slots) is freed by the caller
+        // once the lock is dropped.
+        self.on(&mut st, Event::Drained, "");
     }
 
     /// Drops the message slots: they refer to the connection, which breaks the cycle.

@@ -23,6 +23,7 @@
 //! failure and teardown), [`cm_handler`] (rdma_cm events), [`send`] and [`recv`] (messages,
 //! credits, completions), [`xfer`] (transfer records, room, waits, the tick), [`put`] and
 //! [`get`] (the transfers this side starts), [`serve`] (the transfers it serves for a peer),
+//! [`inline`] (small transfers carried in the messages, both sides),
 //! [`hooks`] (test hooks), [`show`] (debugfs output) and [`ifaces`] (the node's interfaces).
 
 mod cm_handler;
@@ -30,6 +31,7 @@ mod get;
 mod hooks;
 mod iface;
 mod ifaces;
+mod inline;
 mod lifecycle;
 mod put;
 mod recv;
@@ -102,6 +104,7 @@ use crate::{
         Completion,
         ConnParam,
         ConnRequest,
+        DmaSgl,
         Endpoint,
         FrMr,
         Handler,
@@ -153,6 +156,9 @@ pub(crate) struct Tunables {
     pub(crate) max_conns: u32,
     /// Pages per registration of the buffers it serves (0: what the device's MRs map).
     pub(crate) mr_pages: u32,
+    /// Most bytes of a transfer carried inline, in its messages (0: none); its messages
+    /// are [`wire::msg_size`] of it.
+    pub(crate) max_inline: u32,
 }
 
 impl Tunables {
@@ -168,6 +174,7 @@ impl Tunables {
             port: p.port,
             max_conns: p.max_conns,
             mr_pages: 0,
+            max_inline: p.max_inline,
         }
     }
 }
@@ -284,6 +291,8 @@ struct Stats {
     busy: u64,
     /// Requests this side retried after the peer was busy.
     retries: u64,
+    /// Transfers carried inline, started or served.
+    inline: u64,
 }
 
 struct ConnState {
@@ -380,6 +389,13 @@ enum Owed {
         seed: u32,
         check: Check,
     },
+    /// A GET whose data goes back inline.
+    GetInline {
+        cookie: u64,
+        size: u64,
+        seed: u32,
+        check: Check,
+    },
     /// A GET to serve as the source.
     Get {
         cookie: u64,
@@ -422,6 +438,9 @@ enum Kind {
     Ping,
     Put,
     Get,
+    /// Carried in the messages ([`inline`]).
+    PutInline,
+    GetInline,
 }
 
 struct Xfer {
@@ -441,6 +460,9 @@ struct Xfer {
     size: u64,
     /// GET: the rkey the peer may invalidate remotely (the first one advertised).
     inv_rkey: Option<u32>,
+    /// Inline GET: the buffer its data is copied into when it arrives. Forgetting the
+    /// transfer drops it, so nothing writes there once its thread has returned.
+    into: Option<Arc<DmaSgl>>,
 }
 
 /// How the sink of a PUT checks its data, and whom it tells.

@@ -8,6 +8,7 @@ impl Conn {
     /// PUT: moves `region` to the peer. Unless `check` is none the region is first filled
     /// with the pattern of `seed`, and the peer checks what arrived and reports:
     /// `EBADMSG` means the peer found the data corrupt. Retried while the peer is busy.
+    /// Within the connection's inline size, the data goes in the request ([`inline`]).
     pub(crate) fn put_region(
         &self,
         region: &Region,
@@ -16,6 +17,9 @@ impl Conn {
         timeout_ms: u32,
     ) -> Result {
         region::write_pattern(region, seed, check)?;
+        if self.goes_inline(region) {
+            return self.put_inline(region, seed, check, timeout_ms);
+        }
         self.retry_busy(timeout_ms, |ms| {
             self.put_once(region, seed, check, ms).map(|_| ())
         })

@@ -28,7 +28,14 @@ impl Conn {
             Failed(u64, i32),
             PutDone(u64, i32),
             GetDone(u64, i32),
+            /// An inline PUT served: its cookie, and where its data differs (checked in
+            /// the receive buffer, which is reposted below).
+            PutInline(u64, Option<usize>),
+            /// The answer to an inline GET: its data, already copied (or why not).
+            GetData(core::result::Result<(), &'static str>),
+            GetDataFailed(u64, i32),
         }
+        let iface = &self.iface;
         let decoded = slot.value().buf.with(|b| {
             let b = &b[..(len as usize).min(b.len())];
             wire::decode(b, &limits).map(|m| {
@@ -84,6 +91,34 @@ impl Conn {
                         cookie,
                         status,
                     } => Todo::GetDone(cookie, wire::remote_error(status)),
+                    // The data is checked (or copied) here, while the buffer is borrowed.
+                    Body::PutInline {
+                        cookie,
+                        seed,
+                        check,
+                        ..
+                    } => {
+                        let data = wire::payload(b, &m);
+                        let flip = iface.take_corrupt(data.len());
+                        Todo::PutInline(cookie, region::verify_bytes(data, seed, check, flip))
+                    }
+                    Body::GetInline {
+                        cookie,
+                        size,
+                        seed,
+                        check,
+                    } => Todo::Serve(Owed::GetInline {
+                        cookie,
+                        size,
+                        seed,
+                        check,
+                    }),
+                    Body::GetData {
+                        cookie, status: 0, ..
+                    } => Todo::GetData(Self::inline_data(&mut st, cookie, wire::payload(b, &m))),
+                    Body::GetData { cookie, status, .. } => {
+                        Todo::GetDataFailed(cookie, wire::remote_error(status))
+                    }
                 };
                 (m.credits, m.kind(), todo)
             })
@@ -140,12 +175,16 @@ impl Conn {
                 .iter_mut()
                 .find(|x| {
                     x.cookie == cookie
-                        && x.kind == Kind::Put
+                        && matches!(x.kind, Kind::Put | Kind::PutInline)
                         && x.verdict.is_none()
                         && x.sent.is_some()
                 })
                 .map(|x| {
                     x.verdict = Some(status);
+                    // An inline PUT is answered by its verdict alone.
+                    if x.kind == Kind::PutInline {
+                        x.step = Step::Done(None);
+                    }
                     x.moved = true;
                 })
                 .ok_or("PUT_RESULT for an unknown transfer"),
@@ -186,6 +225,11 @@ impl Conn {
             }
             Todo::GetDone(..) => Err("bogus remote invalidation: a failed GET"),
             Todo::PutDone(sink_cookie, status) => self.sink_done(&mut st, sink_cookie, status, inv),
+            Todo::PutInline(cookie, mismatch) => self.serve_put_inline(&mut st, cookie, mismatch),
+            Todo::GetData(r) => r,
+            Todo::GetDataFailed(cookie, status) => {
+                Self::step(&mut st, cookie, Kind::GetInline, Step::Failed(status))
+            }
         };
         if let Err(why) = r {
             pr_err!(
@@ -246,7 +290,11 @@ impl Conn {
     /// A request of the peer (ping, PUT, GET) to answer. The peer has at most
     /// `queue_depth` transfers in flight, so the requests not yet answered and the PUTs
     /// registered for it stay within that: a peer that exceeds it is closed.
-    fn peer_request(&self, st: &mut ConnState, o: Owed) -> core::result::Result<(), &'static str> {
+    pub(super) fn peer_request(
+        &self,
+        st: &mut ConnState,
+        o: Owed,
+    ) -> core::result::Result<(), &'static str> {
         let depth = st.params.map_or(0, |p| usize::from(p.queue_depth));
         if st.owed.len() + st.sinks.len() >= depth {
             return Err("more transfers in flight than the queue depth");

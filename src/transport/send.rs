@@ -11,6 +11,7 @@ impl Conn {
             max_msg: p.max_msg,
             max_payload: p.max_payload,
             max_regs: p.max_regs,
+            max_inline: p.max_inline.into(),
             max_credits: credits::limit(p.queue_depth),
             checksum: false,
             local_stamp: self.iface.stamp,
@@ -36,6 +37,31 @@ impl Conn {
         kind: Post,
         pre: impl FnOnce(&mut SendChain) -> Result<Option<Regs>>,
         body: impl FnOnce(Option<&Regs>) -> Body<'a>,
+        invalidate: Option<u32>,
+    ) -> Result<Arc<Completion<TxSlot>>> {
+        self.post_with(st, kind, pre, body, |_| Ok(()), invalidate)
+    }
+
+    /// Sends an inline message (`PUT_INLINE`, `GET_DATA`) whose data `fill` writes
+    /// (given exactly the body's `len` bytes). `EAGAIN` when no credit or slot.
+    pub(super) fn send_inline_locked(
+        &self,
+        st: &mut ConnState,
+        body: Body<'_>,
+        fill: impl FnOnce(&mut [u8]) -> Result,
+    ) -> Result {
+        self.post_with(st, Post::Msg, |_| Ok(None), |_| body, fill, None)
+            .map(|_| ())
+    }
+
+    /// [`Conn::post_locked`], with `fill` writing the data of an inline message.
+    fn post_with<'a>(
+        &self,
+        st: &mut ConnState,
+        kind: Post,
+        pre: impl FnOnce(&mut SendChain) -> Result<Option<Regs>>,
+        body: impl FnOnce(Option<&Regs>) -> Body<'a>,
+        fill: impl FnOnce(&mut [u8]) -> Result,
         invalidate: Option<u32>,
     ) -> Result<Arc<Completion<TxSlot>>> {
         if st.state != State::Established
@@ -71,17 +97,19 @@ impl Conn {
                 dst_stamp: st.peer_stamp,
                 body: body(regs.as_ref()),
             };
+            let mut filled = Ok(());
             let n = buf
                 .with(|b| {
                     let end = max_msg.min(b.len());
                     let b = &mut b[..end];
-                    let n = wire::encode(&msg, b, false)?;
+                    let n = wire::encode_with(&msg, b, false, |d| filled = fill(d))?;
                     if let Some(m) = mangle {
                         wire::mangle(m, &mut b[..n]);
                     }
                     Some(n)
                 })
                 .ok_or(EMSGSIZE)?;
+            filled?;
             chain.send(buf, n as u32, invalidate)
         });
         if let Err(e) = built {
@@ -180,6 +208,12 @@ impl Conn {
                     check,
                     regs,
                 } => self.serve_get(st, cookie, size, seed, check, &regs),
+                Owed::GetInline {
+                    cookie,
+                    size,
+                    seed,
+                    check,
+                } => self.serve_get_inline(st, cookie, size, seed, check),
             };
             if let Err(e) = r {
                 pr_err!(

@@ -10,14 +10,15 @@ impl Iface {
         let st = self.st.lock();
         write!(
             f,
-            "iface {} {} queue_depth={} max_payload={} max_regs={} mr_pages={} stamp={:#x} \
-             rejects_sent=",
+            "iface {} {} queue_depth={} max_payload={} max_regs={} mr_pages={} max_inline={} \
+             stamp={:#x} rejects_sent=",
             self.res.name(),
             self.addr,
             self.tun.queue_depth,
             self.tun.max_payload,
             self.tun.max_regs,
             self.geo.max_pages(),
+            self.tun.max_inline,
             self.stamp
         )?;
         self.rejects_sent.write(f)?;
@@ -44,14 +45,14 @@ impl Conn {
         match st.params {
             Some(p) => write!(
                 f,
-                "queue_depth={} max_payload={} max_regs={} max_msg={} peer_page_size={} features={:#x} ",
-                p.queue_depth, p.max_payload, p.max_regs, p.max_msg, p.page_size, p.features
+                "queue_depth={} max_payload={} max_regs={} max_msg={} max_inline={} peer_page_size={} features={:#x} ",
+                p.queue_depth, p.max_payload, p.max_regs, p.max_msg, p.max_inline, p.page_size, p.features
             )?,
             None => f.write_str("queue_depth=- ")?,
         }
         writeln!(
             f,
-            "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} wrs={} served={} \
+            "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} wrs={} served={} inline={} \
              corrupt={} remote_inv={} busy={} retries={} attempts={} peer_stamp={:#x} reason={}",
             st.credits,
             st.outstanding,
@@ -61,6 +62,7 @@ impl Conn {
             st.stats.noops_rx,
             st.ep.as_ref().map(|e| e.posted_wrs()).unwrap_or(0),
             st.stats.served,
+            st.stats.inline,
             st.stats.corrupt,
             st.stats.remote_inv,
             st.stats.busy,

@@ -90,6 +90,7 @@ impl Conn {
                 regs: Regs::new(),
                 size: 0,
                 inv_rkey: None,
+                into: None,
             },
             GFP_KERNEL,
         )?;

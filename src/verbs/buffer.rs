@@ -105,6 +105,31 @@ impl Buffer {
         })
     }
 
+    /// Copies `src` into the buffer, which must be exactly as long.
+    pub(crate) fn copy_in(&self, src: &[u8]) -> Result {
+        if src.len() != self.len {
+            return Err(EINVAL);
+        }
+        let _cpu = self.cpu.lock();
+        self.pieces(|page, in_page, n, boff| {
+            // SAFETY: `src[boff..boff + n]` is in bounds (the pieces cover `len` bytes);
+            // `cpu` excludes other CPU accesses to the page, and the range lies within it.
+            unsafe { page.write_raw(src[boff..boff + n].as_ptr(), in_page, n) }
+        })
+    }
+
+    /// Copies the buffer into `dst`, which must be exactly as long.
+    pub(crate) fn copy_out(&self, dst: &mut [u8]) -> Result {
+        if dst.len() != self.len {
+            return Err(EINVAL);
+        }
+        let _cpu = self.cpu.lock();
+        self.pieces(|page, in_page, n, boff| {
+            // SAFETY: As in `copy_in`, with `dst[boff..boff + n]` writable.
+            unsafe { page.read_raw(dst[boff..boff + n].as_mut_ptr(), in_page, n) }
+        })
+    }
+
     /// Finds the first byte where `byte(buffer_offset)` differs from the buffer's content.
     pub(crate) fn first_mismatch(&self, byte: impl Fn(usize) -> u8) -> Result<Option<usize>> {
         self.first_mismatch_in(|_| true, byte)

@@ -15,6 +15,7 @@ ranges=(
 	"timeout 1 3600"
 	"keepalive 0 3600"
 	"max_conns 1 65536"
+	"max_inline 0 16384"
 )
 
 # rejected NAME VALUE RANGE: insmod NAME=VALUE fails with the expected message.

@@ -31,7 +31,7 @@ within_connect_timeout() {
 	check "  within twice the 10 s connect timeout (${s} s)" expect "r['seconds'] <= 20"
 }
 
-ktap_begin 143
+ktap_begin 162
 
 check "load with max_payload=2M" load max_payload=$MAX timeout=10
 check "ping the node itself (default peer)" lst ping --count 20
@@ -97,6 +97,69 @@ check "  each peer did transfers, totals add up" \
 	expect "len(r['peers']) == 2 and all(p['ops'] > 0 for p in r['peers']) and sum(p['ops'] for p in r['peers']) == r['ops'] == 40"
 check "a timed run (--seconds 2)" lst brw write --size 256k --seconds 2 --concurrency 4
 check "  lasted about 2 s" expect "2 <= r['seconds'] < 12 and r['ops'] > 0 and r['errors'] == 0"
+
+# Small transfers inline: at most max_inline bytes (4096 by default, negotiated) travel in
+# the messages themselves, with no registration on either side; a byte more is registered.
+# Around the threshold, both ways, at offsets that cross a page, every byte checked; then
+# inline and registered transfers at once; then the data hook proves inline data is
+# checked end to end; then a peer with a smaller threshold, and one with none.
+# inline_round SIZES REG: brw write and read of each size at offsets 0 and 4095, 8 each,
+# check=full; REG says whether they register (yes: at least one per side and transfer).
+inline_round() {
+	local sizes=$1 reg=$2 base after op n
+	base=$(registrations $RXE_DEV0 $RXE_DEV1)
+	n=$(($(echo "$sizes" | tr , '\n' | wc -l) * 2 * 8))
+	for op in write read; do
+		lst brw $op --from $VETH_ADDR0 --peer $VETH_ADDR1 --size "$sizes" --offset 0,4095 \
+			--check full --count 8 --concurrency 4 || return 1
+		expect "r['ops'] == $n and r['errors'] == 0 and r['corrupt'] == 0" || return 1
+	done
+	after=$(registrations $RXE_DEV0 $RXE_DEV1)
+	if [ "$reg" = no ]; then
+		[ "$after" -eq "$base" ] || { echo "$((after - base)) registrations"; return 1; }
+	else
+		# Both runs, n transfers each, one registration on each side at least.
+		[ $((after - base)) -ge $((4 * n)) ] || { echo "$((after - base)) registrations for 2 x $n"; return 1; }
+	fi
+}
+# negotiated N: a new connection across the pair negotiates max_inline=N.
+negotiated() {
+	lst ping --from $VETH_ADDR0 --peer $VETH_ADDR1 --count 1 &&
+		awk -v me="iface .* $VETH_ADDR0:7471 " -v want="conn -> $VETH_ADDR1:7471 state=established .* max_inline=$1 " \
+			'/^iface/ { mine = $0 ~ me } mine && $0 ~ want { found = 1 } END { exit !found }' "$DBG/conns" ||
+		{ cat "$DBG/conns"; return 1; }
+}
+check "inline: the pair negotiated max_inline=4096" negotiated 4096
+check "inline: 1, 4095 and 4096 bytes both ways, check=full, no registration" \
+	inline_round 1,4095,4096 no
+check "inline: 4097 bytes both ways are registered" inline_round 4097 yes
+"$LST" --json brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 4096 --check full \
+	--count 200 --concurrency 4 >/tmp/inline.json &
+mixed=$!
+check "inline and registered at once: 4097 bytes, 200 of each" \
+	run_clean 200 brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 4097 --check full --count 200 --concurrency 4
+wait $mixed
+cp /tmp/inline.json "$OUT"
+check "  and the 200 inline ones, all good" clean_run 200
+dmesg_mark
+ctl corrupt $VETH_ADDR1 1
+check "inline: a corrupt PUT is reported (exit 1)" \
+	bash -c "! '$LST' --json brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 1000 --check full --count 3 >$OUT"
+check "  1 corrupt, 2 good" expect "r['corrupt'] == 1 and r['ops'] == 2 and r['errors'] == 0"
+check "  the sink logged where" dmesg_has "PUT data differs from the pattern at byte 500"
+ctl corrupt $VETH_ADDR1 1
+check "inline: a corrupt GET is reported" \
+	bash -c "! '$LST' --json brw read --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 1000 --check full --count 3 >$OUT"
+check "  1 corrupt" expect "r['corrupt'] == 1 and r['ops'] == 2 and r['errors'] == 0"
+check "  found at the same byte" dmesg_has "GET data differs from the pattern at byte 500 of 1000"
+check "a peer with max_inline=1000" ctl iface add $RXE_DEV1 $VETH_ADDR1 max_inline=1000
+check "  negotiates 1000" negotiated 1000
+check "  1000 bytes go inline" inline_round 1000 no
+check "  1001 are registered" inline_round 1001 yes
+check "a peer with max_inline=0" ctl iface add $RXE_DEV1 $VETH_ADDR1 max_inline=0
+check "  negotiates 0 (after a reject: its messages are smaller)" negotiated 0
+check "  1 byte is registered" inline_round 1 yes
+check "the peer back to the default" ctl iface add $RXE_DEV1 $VETH_ADDR1
 
 # Corruption: the server flips one byte of the next transfer it serves.
 dmesg_mark

@@ -88,9 +88,26 @@ fn control_commands() {
                 max_regs: None,
                 port: Some(9000),
                 mr_pages: None,
+                max_inline: None,
             },
         })
     );
+    for (v, want) in [
+        ("0", Some(0u32)),
+        ("4k", Some(4096)),
+        ("16384", Some(16384)),
+        ("16385", None),
+    ] {
+        let line = format!("iface add rxe1 10.1.0.1 max_inline={v}");
+        let r = Ctl::parse(&line);
+        match want {
+            Some(n) => assert!(
+                matches!(r, Ok(Ctl::IfaceAdd { tun, .. }) if tun.max_inline == Some(n)),
+                "max_inline={v}: {r:?}"
+            ),
+            None => assert_eq!(r, Err("value out of range"), "max_inline={v}"),
+        }
+    }
     assert_eq!(
         Ctl::parse("iface del 10.1.0.1"),
         Ok(Ctl::IfaceDel {

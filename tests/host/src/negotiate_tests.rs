@@ -12,6 +12,7 @@ fn local(qd: u16, regs: u16, payload: u32, stamp: u64) -> Local {
         max_regs: regs,
         max_payload: payload,
         max_msg: 4096,
+        max_inline: 0,
         page_size: 4096,
         features: FEATURE_REMOTE_INV | FEATURE_CHECKSUM,
         stamp,
@@ -203,5 +204,62 @@ proptest! {
         prop_assert_eq!(g.queue_depth, qa.min(qp));
         prop_assert_eq!(g.max_regs, ra.min(rp));
         prop_assert_eq!(g.max_payload, pa.min(pp));
+    }
+}
+
+#[test]
+fn inline_is_the_smaller_of_both_and_fits_the_messages() {
+    use crate::wire::{inline_fits, msg_size};
+    let with = |inline: u16| Local {
+        max_msg: msg_size(u32::from(inline)),
+        max_inline: inline,
+        ..local(8, 16, 1 << 20, 1)
+    };
+    // Both offer: the smaller wins, without a reject.
+    let g = negotiate(&with(4096), &with(1024)).unwrap();
+    assert_eq!(g.max_inline, 1024);
+    // A peer without inline (4 KiB messages) rejects the larger messages once; the
+    // retry asks for its message size, and only the inline that fits there.
+    let g = negotiate(&with(4096), &with(0)).unwrap();
+    assert_eq!(g.max_msg, 4096);
+    assert_eq!(g.max_inline, 0);
+    let g = negotiate(&with(0), &with(4096)).unwrap();
+    assert_eq!(g.max_inline, 0);
+    // A small-message peer with some inline: what fits its messages.
+    let mut small = with(1024);
+    small.max_msg = 4096;
+    let g = negotiate(&with(8192), &small).unwrap();
+    assert_eq!(u32::from(g.max_inline), 1024.min(inline_fits(4096)));
+}
+
+#[test]
+fn an_accept_granting_more_inline_is_refused() {
+    let me = Local {
+        max_inline: 512,
+        ..local(8, 16, 1 << 20, 1)
+    };
+    let asked = me.params(0, 0);
+    let Answer::Accept(mut granted) = answer(&asked, &me) else {
+        panic!("rejected");
+    };
+    assert!(check_accept(&asked, &granted));
+    granted.max_inline = 513;
+    assert!(!check_accept(&asked, &granted));
+}
+
+proptest! {
+    #[test]
+    fn negotiated_inline_never_exceeds_either_side_or_the_messages(a in 0u16..=16384, b in 0u16..=16384, small in any::<bool>()) {
+        use crate::wire::{inline_fits, msg_size};
+        let mk = |inline: u16, stamp| {
+            let mut l = Local { max_inline: inline, ..local(8, 16, 1 << 20, stamp) };
+            l.max_msg = if small { 4096 } else { msg_size(u32::from(inline)) };
+            l.max_inline = l.max_inline.min(inline_fits(l.max_msg) as u16);
+            l
+        };
+        let (x, y) = (mk(a, 1), mk(b, 2));
+        let g = negotiate(&x, &y).unwrap();
+        prop_assert!(g.max_inline <= x.max_inline && g.max_inline <= y.max_inline);
+        prop_assert!(u32::from(g.max_inline) <= inline_fits(g.max_msg));
     }
 }

@@ -14,6 +14,7 @@ fn lim() -> Limits {
         max_msg: 4096,
         max_payload: 1 << 20,
         max_regs: 16,
+        max_inline: 2048,
         max_credits: 8,
         checksum: false,
         local_stamp: LOCAL,
@@ -197,6 +198,7 @@ fn conn_params_golden_and_round_trip() {
         features: FEATURE_REMOTE_INV,
         reason: 0,
         port: 18515,
+        max_inline: 0,
         stamp: LOCAL,
         dst_stamp: 0,
     };
@@ -222,8 +224,10 @@ fn conn_params_golden_and_round_trip() {
         (10, 0),
         (16, 0),
         (20, 3),
-        (30, 1),
-        (31, 1),
+        // max_inline 4096: more than 4096-byte messages leave, and 0x5000 beyond
+        // MAX_INLINE.
+        (31, 0x10),
+        (31, 0x50),
     ] {
         let mut bad = b;
         bad[at] = v;
@@ -375,8 +379,8 @@ fn encode_refuses_what_does_not_fit() {
         ),
         None
     );
-    let big = [0u8; 5000];
-    let mut out = [0u8; 8192];
+    let big = vec![0u8; MAX_MSG as usize];
+    let mut out = vec![0u8; 2 * MAX_MSG as usize];
     assert_eq!(
         encode(
             &msg(Body::Immediate {
@@ -631,5 +635,184 @@ fn remote_errors_are_a_closed_set() {
     // ERESTARTSYS, EINTR, EPERM, ...: never passed through.
     for s in [-512, -4, -1, -4095, -121, 5, i32::MIN] {
         assert_eq!(remote_error(s), status::EREMOTEIO, "{s}");
+    }
+}
+
+/// Encodes an inline message whose data is `data`, as the transport does.
+fn encode_inline(m: &Msg<'_>, data: &[u8], out: &mut [u8]) -> usize {
+    encode_with(m, out, false, |d| d.copy_from_slice(data)).unwrap()
+}
+
+#[test]
+fn inline_golden_vectors() {
+    let mut out = [0u8; 4096];
+    let put = msg(Body::PutInline {
+        cookie: 7,
+        len: 3,
+        seed: 0xa1b2_c3d4,
+        check: Check::Full,
+    });
+    let n = encode_inline(&put, b"abc", &mut out);
+    assert_eq!(
+        hex(&out[..n]),
+        header("d9", 32 + 24 + 3)
+            + "07000000000000000300000000000000"
+            + "d4c3b2a102000000"
+            + "616263"
+    );
+    let m = decode(&out[..n], &lim()).unwrap();
+    assert_eq!(m, put);
+    assert_eq!(payload(&out[..n], &m), b"abc");
+    golden(
+        &msg(Body::GetInline {
+            cookie: 9,
+            size: 2048,
+            seed: 5,
+            check: Check::Simple,
+        }),
+        "09000000000000000008000000000000\
+         0500000001000000",
+        "da",
+    );
+    let data = msg(Body::GetData {
+        cookie: 9,
+        status: 0,
+        len: 2,
+    });
+    let n = encode_inline(&data, b"xy", &mut out);
+    assert_eq!(
+        hex(&out[..n]),
+        header("db", 32 + 16 + 2) + "09000000000000000000000000000000" + "7879"
+    );
+    let m = decode(&out[..n], &lim()).unwrap();
+    assert_eq!(payload(&out[..n], &m), b"xy");
+    // A failed GET_INLINE: a status and no data.
+    golden(
+        &msg(Body::GetData {
+            cookie: 9,
+            status: -12,
+            len: 0,
+        }),
+        "0900000000000000f4ffffff00000000",
+        "db",
+    );
+    // Plain `encode` leaves the data zero; messages of other types have none.
+    let n = encode(&put, &mut out, false).unwrap();
+    assert_eq!(&out[n - 3..n], &[0, 0, 0]);
+    let noop = msg(Body::Noop);
+    let n = encode(&noop, &mut out, false).unwrap();
+    assert!(payload(&out[..n], &noop).is_empty());
+}
+
+#[test]
+fn inline_sizes_are_checked_against_the_negotiated_inline_size() {
+    let mut out = vec![0u8; MAX_MSG as usize];
+    let big = Limits {
+        max_msg: MAX_MSG,
+        max_inline: MAX_INLINE,
+        ..lim()
+    };
+    for (len, ok) in [(1u32, true), (2048, true), (2049, false)] {
+        let m = msg(Body::PutInline {
+            cookie: 1,
+            len,
+            seed: 0,
+            check: Check::None,
+        });
+        let n = encode(&m, &mut out, false).unwrap();
+        assert_eq!(decode(&out[..n], &lim()).is_ok(), ok, "PUT_INLINE of {len}");
+        assert!(decode(&out[..n], &big).is_ok());
+        let g = msg(Body::GetInline {
+            cookie: 1,
+            size: u64::from(len),
+            seed: 0,
+            check: Check::None,
+        });
+        let n = encode(&g, &mut out, false).unwrap();
+        assert_eq!(decode(&out[..n], &lim()).is_ok(), ok, "GET_INLINE of {len}");
+        let d = msg(Body::GetData {
+            cookie: 1,
+            status: 0,
+            len,
+        });
+        let n = encode(&d, &mut out, false).unwrap();
+        assert_eq!(decode(&out[..n], &lim()).is_ok(), ok, "GET_DATA of {len}");
+    }
+    // No inline negotiated: every inline message is refused.
+    let none = Limits {
+        max_inline: 0,
+        ..lim()
+    };
+    let m = msg(Body::PutInline {
+        cookie: 1,
+        len: 1,
+        seed: 0,
+        check: Check::None,
+    });
+    let n = encode(&m, &mut out, false).unwrap();
+    assert_eq!(decode(&out[..n], &none), Err(WireError::Limit));
+    // A size that is not the data's length, in either direction.
+    for delta in [-1i64, 1] {
+        let n = encode(&m, &mut out, false).unwrap();
+        let mut b = out[..n].to_vec();
+        let size = (1 + delta) as u64;
+        b[HDR_LEN + 8..HDR_LEN + 16].copy_from_slice(&size.to_le_bytes());
+        assert!(decode(&b, &lim()).is_err(), "size {size} with 1 byte");
+    }
+    // Data with a failed status, and an empty success.
+    let mut b = [0u8; 64];
+    let n = encode(
+        &msg(Body::GetData {
+            cookie: 1,
+            status: -5,
+            len: 0,
+        }),
+        &mut b,
+        false,
+    )
+    .unwrap();
+    let mut with_data = b[..n].to_vec();
+    with_data.push(0);
+    let l = with_data.len() as u32;
+    with_data[8..12].copy_from_slice(&l.to_le_bytes());
+    assert_eq!(decode(&with_data, &lim()), Err(WireError::Length));
+    let n = encode(
+        &msg(Body::GetData {
+            cookie: 1,
+            status: 0,
+            len: 0,
+        }),
+        &mut b,
+        false,
+    )
+    .unwrap();
+    assert_eq!(decode(&b[..n], &lim()), Err(WireError::Limit));
+}
+
+#[test]
+fn message_sizes_for_inline() {
+    assert_eq!(msg_size(0), BASE_MSG);
+    assert_eq!(msg_size(inline_fits(BASE_MSG)), BASE_MSG);
+    assert_eq!(msg_size(4096), 4096 + INLINE_OVERHEAD);
+    assert_eq!(msg_size(MAX_INLINE), MAX_MSG);
+    assert_eq!(inline_fits(MAX_MSG), MAX_INLINE);
+    assert_eq!(inline_fits(100), 44);
+    assert_eq!(inline_fits(50), 0);
+}
+
+proptest! {
+    #[test]
+    fn inline_round_trip(data in prop::collection::vec(any::<u8>(), 1..2048usize), seed in any::<u32>(), cookie in any::<u64>()) {
+        let mut out = vec![0u8; 4096];
+        let put = msg(Body::PutInline { cookie, len: data.len() as u32, seed, check: Check::Full });
+        let n = encode_inline(&put, &data, &mut out);
+        let m = decode(&out[..n], &lim()).unwrap();
+        prop_assert_eq!(m, put);
+        prop_assert_eq!(payload(&out[..n], &m), &data[..]);
+        let d = msg(Body::GetData { cookie, status: 0, len: data.len() as u32 });
+        let n = encode_inline(&d, &data, &mut out);
+        let m = decode(&out[..n], &lim()).unwrap();
+        prop_assert_eq!(m, d);
+        prop_assert_eq!(payload(&out[..n], &m), &data[..]);
     }
 }
