@@ -154,7 +154,7 @@ pub(crate) fn answer(req: &ConnParams, me: &Local) -> Answer {
         max_payload: req.max_payload,
         max_msg: req.max_msg,
         // The smaller of the two, as the features: no reason to reject. The request's own
-        // fits its `max_msg` (checked when decoded), so the grant does too.
+        // fits its `max_msg` and `max_payload` (checked when decoded), so the grant does too.
         max_inline: req.max_inline.min(me.max_inline),
         page_size: me.page_size,
         features: req.features & me.features & FEATURES,
@@ -187,9 +187,14 @@ pub(crate) fn on_reject(asked: &ConnParams, limits: &ConnParams) -> Retry {
         max_payload: asked.max_payload.min(limits.max_payload),
         max_msg: asked.max_msg.min(limits.max_msg),
         // Within what the lowered message size leaves.
-        max_inline: asked
-            .max_inline
-            .min(u16::try_from(inline_fits(asked.max_msg.min(limits.max_msg))).unwrap_or(u16::MAX)),
+        // Within what the lowered message size leaves, and the lowered largest transfer.
+        max_inline: asked.max_inline.min(
+            u16::try_from(
+                inline_fits(asked.max_msg.min(limits.max_msg))
+                    .min(asked.max_payload.min(limits.max_payload)),
+            )
+            .unwrap_or(u16::MAX),
+        ),
         ..*asked
     };
     match why {

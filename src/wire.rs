@@ -14,8 +14,9 @@
 pub(crate) const MSG_MAGIC: u32 = 0x4d47_5246;
 /// `"FRGC"`: first bytes of connection parameters and rejects.
 pub(crate) const CONN_MAGIC: u32 = 0x4347_5246;
-/// The protocol version this code speaks.
-pub(crate) const VERSION: u16 = 1;
+/// The protocol version this code speaks: 2 since inline transfers (a version 1 peer
+/// rejects a version 2 request, and the reason says so).
+pub(crate) const VERSION: u16 = 2;
 /// Size of the message header.
 pub(crate) const HDR_LEN: usize = 32;
 /// Size of one registration descriptor.
@@ -68,7 +69,8 @@ pub(crate) enum Type {
     GetReq = 0xd6,
     /// The source has written the data (or failed).
     GetDone = 0xd7,
-    /// The sink's verdict on the data of a PUT that asked for a check.
+    /// The sink's verdict on the data of a PUT that asked for a check, or of any inline
+    /// PUT (for which it is also the acknowledgement).
     PutResult = 0xd8,
     /// A PUT whose data travels in the message (within the negotiated inline size).
     PutInline = 0xd9,
@@ -934,7 +936,7 @@ pub(crate) struct ConnParams {
     /// a restarted peer (same interface, new `stamp`) and close its stale connections.
     pub(crate) port: u16,
     /// Most bytes of a transfer carried inline, in its messages (0: none), within what
-    /// `max_msg` leaves ([`inline_fits`]).
+    /// `max_msg` leaves ([`inline_fits`]) and within `max_payload`.
     pub(crate) max_inline: u16,
     /// The sender's incarnation.
     pub(crate) stamp: u64,
@@ -1002,6 +1004,7 @@ impl ConnParams {
             || !p.page_size.is_power_of_two()
             || u32::from(p.max_inline) > MAX_INLINE
             || u32::from(p.max_inline) > inline_fits(p.max_msg)
+            || u32::from(p.max_inline) > p.max_payload
         {
             return Err(WireError::Limit);
         }

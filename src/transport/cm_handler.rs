@@ -114,13 +114,15 @@ impl CmHandler for Ctx {
                             conn.iface.rejects_received.count(r);
                         }
                         pr_info!(
-                        "{} -> {}: rejected ({}); peer limits: queue_depth={} max_payload={} max_regs={}\n",
+                        "{} -> {}: rejected ({}); peer limits: queue_depth={} max_payload={} max_regs={} max_msg={} max_inline={}\n",
                         conn.iface.addr,
                         conn.peer,
                         why.map(|r| r.name()).unwrap_or("unknown"),
                         limits.queue_depth,
                         limits.max_payload,
-                        limits.max_regs
+                        limits.max_regs,
+                        limits.max_msg,
+                        limits.max_inline
                     );
                         let retry = negotiate::on_reject(&st.asked, &limits);
                         st.retry = Some(retry);

@@ -18,7 +18,7 @@ impl Conn {
         timeout_ms: u32,
     ) -> Result {
         if self.goes_inline(region) {
-            self.get_inline(region, seed, check, timeout_ms)?;
+            self.retry_busy(timeout_ms, |ms| self.get_inline(region, seed, check, ms))?;
         } else {
             self.retry_busy(timeout_ms, |ms| self.get_once(region, seed, check, ms))?;
         }

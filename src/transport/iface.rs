@@ -120,8 +120,9 @@ impl Iface {
             max_regs: self.tun.max_regs,
             max_payload: self.tun.max_payload,
             max_msg: wire::msg_size(self.tun.max_inline),
-            // Within what those messages leave (the tunable's range keeps it so).
-            max_inline: u16::try_from(self.tun.max_inline).unwrap_or(0),
+            // Within what those messages leave (the tunable's range keeps it so), and never
+            // beyond the largest transfer.
+            max_inline: u16::try_from(self.tun.max_inline.min(self.tun.max_payload)).unwrap_or(0),
             page_size: PAGE_SIZE as u32,
             features: wire::FEATURE_REMOTE_INV,
             stamp: self.stamp,
@@ -267,12 +268,15 @@ impl Iface {
             match retry {
                 Some(Retry::With(lower)) => {
                     pr_info!(
-                        "{} -> {}: retrying with queue_depth={} max_payload={} max_regs={}\n",
+                        "{} -> {}: retrying with queue_depth={} max_payload={} max_regs={} \
+                         max_msg={} max_inline={}\n",
                         self.addr,
                         peer,
                         lower.queue_depth,
                         lower.max_payload,
-                        lower.max_regs
+                        lower.max_regs,
+                        lower.max_msg,
+                        lower.max_inline
                     );
                     asked = lower;
                 }

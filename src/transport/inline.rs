@@ -120,8 +120,6 @@ impl Conn {
         cookie: u64,
         mismatch: Option<usize>,
     ) -> core::result::Result<(), &'static str> {
-        st.stats.served += 1;
-        st.stats.inline += 1;
         let status = match mismatch {
             None => 0,
             Some(off) => {
@@ -135,7 +133,10 @@ impl Conn {
                 -(kernel::bindings::EBADMSG as i32)
             }
         };
-        self.peer_request(st, Owed::Result(cookie, status))
+        self.peer_request(st, Owed::Result(cookie, status))?;
+        st.stats.served += 1;
+        st.stats.inline += 1;
+        Ok(())
     }
 
     /// The source side of an inline GET: the pattern of `seed` (zeros without a check)

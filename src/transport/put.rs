@@ -18,7 +18,7 @@ impl Conn {
     ) -> Result {
         region::write_pattern(region, seed, check)?;
         if self.goes_inline(region) {
-            return self.put_inline(region, seed, check, timeout_ms);
+            return self.retry_busy(timeout_ms, |ms| self.put_inline(region, seed, check, ms));
         }
         self.retry_busy(timeout_ms, |ms| {
             self.put_once(region, seed, check, ms).map(|_| ())

@@ -31,8 +31,9 @@ impl Conn {
             /// An inline PUT served: its cookie, and where its data differs (checked in
             /// the receive buffer, which is reposted below).
             PutInline(u64, Option<usize>),
-            /// The answer to an inline GET: its data, already copied (or why not).
-            GetData(core::result::Result<(), &'static str>),
+            /// The answer to an inline GET: its cookie and the bytes of its data, copied
+            /// out of the buffer only once the whole message passed every check.
+            GetData(u64, u32),
             GetDataFailed(u64, i32),
         }
         let iface = &self.iface;
@@ -114,8 +115,10 @@ impl Conn {
                         check,
                     }),
                     Body::GetData {
-                        cookie, status: 0, ..
-                    } => Todo::GetData(Self::inline_data(&mut st, cookie, wire::payload(b, &m))),
+                        cookie,
+                        status: 0,
+                        len,
+                    } => Todo::GetData(cookie, len),
                     Body::GetData { cookie, status, .. } => {
                         Todo::GetDataFailed(cookie, wire::remote_error(status))
                     }
@@ -226,7 +229,13 @@ impl Conn {
             Todo::GetDone(..) => Err("bogus remote invalidation: a failed GET"),
             Todo::PutDone(sink_cookie, status) => self.sink_done(&mut st, sink_cookie, status, inv),
             Todo::PutInline(cookie, mismatch) => self.serve_put_inline(&mut st, cookie, mismatch),
-            Todo::GetData(r) => r,
+            Todo::GetData(cookie, n) => slot.value().buf.with(|b| {
+                // Where the decoder found it: `n` bytes after the fixed body, within the
+                // message (checked then); `get` keeps a short buffer from panicking.
+                let at = wire::payload_at(wire::Type::GetData);
+                let data = b.get(at..at + n as usize).unwrap_or(&[]);
+                Self::inline_data(&mut st, cookie, data)
+            }),
             Todo::GetDataFailed(cookie, status) => {
                 Self::step(&mut st, cookie, Kind::GetInline, Step::Failed(status))
             }

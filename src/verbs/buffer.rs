@@ -112,8 +112,11 @@ impl Buffer {
         }
         let _cpu = self.cpu.lock();
         self.pieces(|page, in_page, n, boff| {
-            // SAFETY: `src[boff..boff + n]` is in bounds (the pieces cover `len` bytes);
-            // `cpu` excludes other CPU accesses to the page, and the range lies within it.
+            // SAFETY: `src[boff..boff + n]` holds `n` readable bytes (the pieces cover `len`
+            // bytes) and `in_page + n` is within the page. `cpu` excludes other CPU
+            // accesses; the device does not touch the page now, as the type's rule says
+            // (CPU accesses only between transfers: the caller's region is not registered
+            // while it is filled or copied).
             unsafe { page.write_raw(src[boff..boff + n].as_ptr(), in_page, n) }
         })
     }
@@ -125,7 +128,7 @@ impl Buffer {
         }
         let _cpu = self.cpu.lock();
         self.pieces(|page, in_page, n, boff| {
-            // SAFETY: As in `copy_in`, with `dst[boff..boff + n]` writable.
+            // SAFETY: As in `copy_in`, with `dst[boff..boff + n]` holding `n` writable bytes.
             unsafe { page.read_raw(dst[boff..boff + n].as_mut_ptr(), in_page, n) }
         })
     }

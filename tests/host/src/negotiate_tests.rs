@@ -99,7 +99,7 @@ fn accepts_granting_more_than_asked_are_refused() {
             queue_depth: 0,
             ..ok
         },
-        ConnParams { version: 2, ..ok },
+        ConnParams { version: 1, ..ok },
     ] {
         assert!(!check_accept(&asked, &bad), "{bad:?}");
     }
@@ -249,17 +249,25 @@ fn an_accept_granting_more_inline_is_refused() {
 
 proptest! {
     #[test]
-    fn negotiated_inline_never_exceeds_either_side_or_the_messages(a in 0u16..=16384, b in 0u16..=16384, small in any::<bool>()) {
+    fn negotiated_inline_never_exceeds_either_side_or_the_messages(
+        a in 0u16..=16384,
+        b in 0u16..=16384,
+        small in any::<bool>(),
+        pa in prop::sample::select(vec![4096u32, 8192, 1 << 20]),
+        pb in prop::sample::select(vec![4096u32, 8192, 1 << 20]),
+    ) {
         use crate::wire::{inline_fits, msg_size};
-        let mk = |inline: u16, stamp| {
-            let mut l = Local { max_inline: inline, ..local(8, 16, 1 << 20, stamp) };
+        // As an interface states its limits: inline within its messages and its payload.
+        let mk = |inline: u16, payload: u32, stamp| {
+            let mut l = Local { max_inline: inline, ..local(8, 16, payload, stamp) };
             l.max_msg = if small { 4096 } else { msg_size(u32::from(inline)) };
-            l.max_inline = l.max_inline.min(inline_fits(l.max_msg) as u16);
+            l.max_inline = l.max_inline.min(inline_fits(l.max_msg).min(payload) as u16);
             l
         };
-        let (x, y) = (mk(a, 1), mk(b, 2));
+        let (x, y) = (mk(a, pa, 1), mk(b, pb, 2));
         let g = negotiate(&x, &y).unwrap();
         prop_assert!(g.max_inline <= x.max_inline && g.max_inline <= y.max_inline);
         prop_assert!(u32::from(g.max_inline) <= inline_fits(g.max_msg));
+        prop_assert!(u32::from(g.max_inline) <= g.max_payload);
     }
 }

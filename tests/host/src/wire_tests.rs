@@ -43,7 +43,7 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-const HDR: &str = "4652474d0100"; // magic "FRGM", version 1
+const HDR: &str = "4652474d0200"; // magic "FRGM", version 2
 
 fn header(kind: &str, len: u32) -> String {
     format!(
@@ -189,7 +189,7 @@ fn check_values_and_coverage() {
 #[test]
 fn conn_params_golden_and_round_trip() {
     let p = ConnParams {
-        version: 1,
+        version: 2,
         queue_depth: 8,
         max_regs: 16,
         max_payload: 1 << 20,
@@ -208,7 +208,7 @@ fn conn_params_golden_and_round_trip() {
     assert_eq!(
         hex(&b),
         format!(
-            "46524743300001000800100000001000001000000000010001000000534800004444333322221111{}",
+            "46524743300002000800100000001000001000000000010001000000534800004444333322221111{}",
             "0000000000000000"
         )
     );
@@ -261,7 +261,7 @@ fn every_field_is_validated() {
         assert_eq!(decode(&b, &lim()), Err(want));
     };
     check(&|b| b[0] ^= 1, WireError::Magic);
-    check(&|b| b[4] = 2, WireError::Version);
+    check(&|b| b[4] = 1, WireError::Version);
     check(&|b| b[6] = 0xc0, WireError::Type);
     check(&|b| b[7] = 9, WireError::Credits);
     check(&|b| b[8] = b[8].wrapping_add(1), WireError::Length);
@@ -787,6 +787,45 @@ fn inline_sizes_are_checked_against_the_negotiated_inline_size() {
     )
     .unwrap();
     assert_eq!(decode(&b[..n], &lim()), Err(WireError::Limit));
+}
+
+#[test]
+fn conn_params_refuse_inline_beyond_messages_or_payload() {
+    let ok = ConnParams {
+        version: VERSION,
+        queue_depth: 8,
+        max_regs: 16,
+        max_payload: 8192,
+        max_msg: msg_size(8192),
+        page_size: 4096,
+        features: 0,
+        reason: 0,
+        port: 1,
+        max_inline: 8192,
+        stamp: 1,
+        dst_stamp: 0,
+    };
+    assert_eq!(ConnParams::decode(&ok.encode()), Ok(ok));
+    for bad in [
+        ConnParams {
+            max_inline: 8193,
+            ..ok
+        },
+        ConnParams {
+            max_msg: 4096,
+            ..ok
+        },
+        ConnParams {
+            max_payload: 8191,
+            ..ok
+        },
+    ] {
+        assert_eq!(
+            ConnParams::decode(&bad.encode()),
+            Err(WireError::Limit),
+            "{bad:?}"
+        );
+    }
 }
 
 #[test]
