@@ -95,10 +95,8 @@ impl Conn {
             x.inv_rkey = first;
         }
         Self::sent(st, cookie, size);
-        let mut left = msecs_to_jiffies(ms);
-        match self.wait_xfer(st, cookie, &mut left, |x| !matches!(x.step, Step::Waiting))? {
-            (Step::Done(inv), _) => Ok(inv),
-            (Step::Failed(e), _) => Err(Error::from_errno(e)),
+        match self.wait_answer(st, cookie, ms)? {
+            Step::Done(inv) => Ok(inv),
             _ => Err(EINVAL),
         }
     }
@@ -194,12 +192,8 @@ impl Conn {
             };
             self.send_locked(&mut st, ping, false)?;
             Self::sent(&mut st, cookie, 0);
-            let mut left = msecs_to_jiffies(timeout_ms);
-            match self.wait_xfer(&mut st, cookie, &mut left, |x| {
-                !matches!(x.step, Step::Waiting)
-            })? {
-                (Step::Done(_), _) => Ok(()),
-                (Step::Failed(e), _) => Err(Error::from_errno(e)),
+            match self.wait_answer(&mut st, cookie, timeout_ms)? {
+                Step::Done(_) => Ok(()),
                 _ => Err(EINVAL),
             }
         });

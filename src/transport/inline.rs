@@ -70,12 +70,8 @@ impl Conn {
             self.send_locked(&mut st, req, false)?;
             Self::sent(&mut st, cookie, size);
             st.stats.inline += 1;
-            let mut left = msecs_to_jiffies(ms);
-            match self.wait_xfer(&mut st, cookie, &mut left, |x| {
-                !matches!(x.step, Step::Waiting)
-            })? {
-                (Step::Done(_), _) => Ok(()),
-                (Step::Failed(e), _) => Err(Error::from_errno(e)),
+            match self.wait_answer(&mut st, cookie, ms)? {
+                Step::Done(_) => Ok(()),
                 _ => Err(EINVAL),
             }
         });
@@ -120,19 +116,7 @@ impl Conn {
         cookie: u64,
         mismatch: Option<usize>,
     ) -> core::result::Result<(), &'static str> {
-        let status = match mismatch {
-            None => 0,
-            Some(off) => {
-                st.stats.corrupt += 1;
-                pr_err!(
-                    "{} <- {}: PUT data differs from the pattern at byte {}\n",
-                    self.iface.addr,
-                    self.peer,
-                    off
-                );
-                -(kernel::bindings::EBADMSG as i32)
-            }
-        };
+        let status = self.put_verdict(st, mismatch);
         self.peer_request(st, Owed::Result(cookie, status))?;
         st.stats.served += 1;
         st.stats.inline += 1;

@@ -272,22 +272,26 @@ impl Conn {
         st.stats.served += 1;
         self.iface.corrupt_hook(region)?;
         let status = match region::verify(region, how.seed, how.check) {
-            Ok(None) => 0,
-            Ok(Some(off)) => {
-                st.stats.corrupt += 1;
-                pr_err!(
-                    "{} <- {}: PUT data differs from the pattern at byte {}\n",
-                    self.iface.addr,
-                    self.peer,
-                    off
-                );
-                -(kernel::bindings::EBADMSG as i32)
-            }
+            Ok(found) => self.put_verdict(st, found),
             Err(e) => e.to_errno(),
         };
         if how.check != Check::None {
             st.owed.push(Owed::Result(how.cookie, status), GFP_KERNEL)?;
         }
         Ok(())
+    }
+
+    /// The verdict on a PUT's data, served here: 0, or `-EBADMSG` (counted and logged
+    /// with the first byte `found` to differ).
+    pub(super) fn put_verdict(&self, st: &mut ConnState, found: Option<usize>) -> i32 {
+        let Some(off) = found else { return 0 };
+        st.stats.corrupt += 1;
+        pr_err!(
+            "{} <- {}: PUT data differs from the pattern at byte {}\n",
+            self.iface.addr,
+            self.peer,
+            off
+        );
+        -(kernel::bindings::EBADMSG as i32)
     }
 }

@@ -238,6 +238,21 @@ impl Conn {
         }
     }
 
+    /// Waits up to `ms` for the peer's answer to transfer `cookie` (its step leaves
+    /// `Waiting`); returns that step, or the error it failed with.
+    pub(super) fn wait_answer(
+        &self,
+        st: &mut MutexGuard<'_, ConnState>,
+        cookie: u64,
+        ms: u32,
+    ) -> Result<Step> {
+        let mut left = msecs_to_jiffies(ms);
+        match self.wait_xfer(st, cookie, &mut left, |x| !matches!(x.step, Step::Waiting))? {
+            (Step::Failed(e), _) => Err(Error::from_errno(e)),
+            (step, _) => Ok(step),
+        }
+    }
+
     /// Runs `once` (given the milliseconds left) until it succeeds, fails for a reason
     /// other than a busy peer (`EAGAIN`), or `timeout_ms` passed; pauses between tries.
     pub(super) fn retry_busy(
