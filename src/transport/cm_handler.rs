@@ -89,18 +89,18 @@ impl CmHandler for Ctx {
                     st = conn.st.lock();
                 }
                 pr_info!(
-                    "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} max_inline={} \
-                     sq_depth={} page_size={} peer_page_size={}\n",
+                    "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} sq_depth={} \
+                     page_size={} peer_page_size={} max_inline={}\n",
                     conn.iface.addr,
                     conn.dir(),
                     conn.peer,
                     st.params.map(|p| p.queue_depth).unwrap_or(0),
                     st.params.map(|p| p.max_payload).unwrap_or(0),
                     st.params.map(|p| p.max_regs).unwrap_or(0),
-                    st.params.map(|p| p.max_inline).unwrap_or(0),
                     ep.caps().map(|c| c.send_wr).unwrap_or(0),
                     PAGE_SIZE,
-                    st.params.map(|p| p.page_size).unwrap_or(0)
+                    st.params.map(|p| p.page_size).unwrap_or(0),
+                    st.params.map(|p| p.max_inline).unwrap_or(0)
                 );
                 conn.pump(&mut st);
             }

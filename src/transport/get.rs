@@ -36,7 +36,7 @@ impl Conn {
     }
 
     /// One GET try.
-    fn get_once(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result {
+    pub(super) fn get_once(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result {
         self.one_try(region, Kind::Get, ms, |st, res, cookie, ms, free| {
             let mut local = KVec::new();
             let r = self.get_steps(st, res, region, cookie, (seed, check), ms, &mut local, free);

@@ -94,7 +94,9 @@ impl Conn {
     pub(crate) fn fault(&self, what: Fault, timeout_ms: u32) -> Result {
         if let Fault::Mangle(m) = what {
             self.st.lock().mangle = Some(m);
-            return match self.get(0, 4096, timeout_ms) {
+            // A registered GET (never inline): its GET_REQ carries registrations to mangle.
+            let region = Region::new(&self.iface.res, 0, 4096)?;
+            return match self.get_once(&region, self.iface.seed(), Check::Full, timeout_ms) {
                 Ok(()) => {
                     pr_err!(
                         "{} -> {}: a corrupted GET_REQ was served\n",

@@ -52,8 +52,8 @@ impl Conn {
         }
         writeln!(
             f,
-            "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} wrs={} served={} inline={} \
-             corrupt={} remote_inv={} busy={} retries={} attempts={} peer_stamp={:#x} reason={}",
+            "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} wrs={} served={} \
+             corrupt={} remote_inv={} busy={} retries={} inline={} attempts={} peer_stamp={:#x} reason={}",
             st.credits,
             st.outstanding,
             st.stats.tx,
@@ -62,11 +62,11 @@ impl Conn {
             st.stats.noops_rx,
             st.ep.as_ref().map(|e| e.posted_wrs()).unwrap_or(0),
             st.stats.served,
-            st.stats.inline,
             st.stats.corrupt,
             st.stats.remote_inv,
             st.stats.busy,
             st.stats.retries,
+            st.stats.inline,
             st.stats.attempts,
             st.peer_stamp,
             st.reason.unwrap_or("-")
