@@ -97,7 +97,8 @@ done
 # A pool of one MR can never serve a transfer to the node itself (its source and its sink
 # take MRs from the same pool): it fails at once, naming the limit, instead of each
 # transfer waiting out the timeout. Across two devices each side has its own pool.
-check "pool_max=1: load" load pool_size=1 pool_max=1
+# Registered transfers (max_inline=0): an inline one takes no MR at all.
+check "pool_max=1: load" load pool_size=1 pool_max=1 max_inline=0
 check "  a transfer to the node itself fails at once" \
 	bash -c "! \"$LST\" --json brw write --size 4096 --count 32 --concurrency 4 >$OUT"
 check "  all 32 refused within a few seconds (not 32 timeouts)" \
@@ -130,7 +131,9 @@ violation() {
 	ctl misbehave $on $how 0
 	expect "r['corrupt'] == 0" && dmesg_has "protocol violation: ($reason)"
 }
-check "timeout=2: load" load timeout=2 max_payload=2097152
+# Registered transfers (max_inline=0): the hooks misbehave in the messages and keys of
+# registered transfers.
+check "timeout=2: load" load timeout=2 max_payload=2097152 max_inline=0
 check "  interfaces on the pair" pair
 check "  B records the next GET it serves" ctl misbehave $B record_get 1
 check "  a GET whose answer is 4 s late fails" late
