@@ -186,7 +186,6 @@ pub(crate) fn on_reject(asked: &ConnParams, limits: &ConnParams) -> Retry {
         max_regs: asked.max_regs.min(limits.max_regs),
         max_payload: asked.max_payload.min(limits.max_payload),
         max_msg: asked.max_msg.min(limits.max_msg),
-        // Within what the lowered message size leaves.
         // Within what the lowered message size leaves, and the lowered largest transfer.
         max_inline: asked.max_inline.min(
             u16::try_from(

@@ -35,7 +35,12 @@ fn negotiate(active: &Local, passive: &Local) -> Option<ConnParams> {
                     assert!(lower.queue_depth <= asked.queue_depth);
                     assert!(lower.max_payload <= asked.max_payload);
                     assert!(lower.max_regs <= asked.max_regs);
+                    assert!(lower.max_msg <= asked.max_msg);
+                    assert!(lower.max_inline <= asked.max_inline);
                     assert_ne!(lower, asked);
+                    // And the retry is a valid request on the wire (its inline fits its
+                    // lowered messages and payload).
+                    assert_eq!(ConnParams::decode(&lower.encode()), Ok(lower));
                     asked = lower;
                 }
                 Retry::Again(p) => asked = p,
@@ -215,7 +220,8 @@ fn inline_is_the_smaller_of_both_and_fits_the_messages() {
         max_inline: inline,
         ..local(8, 16, 1 << 20, 1)
     };
-    // Both offer: the smaller wins, without a reject.
+    // Both offer: the smaller wins (after one reject: the smaller side's messages are
+    // smaller too).
     let g = negotiate(&with(4096), &with(1024)).unwrap();
     assert_eq!(g.max_inline, 1024);
     // A peer without inline (4 KiB messages) rejects the larger messages once; the
@@ -266,7 +272,9 @@ proptest! {
         };
         let (x, y) = (mk(a, pa, 1), mk(b, pb, 2));
         let g = negotiate(&x, &y).unwrap();
-        prop_assert!(g.max_inline <= x.max_inline && g.max_inline <= y.max_inline);
+        // Exactly the smaller of both: each side's own fits its own messages and payload,
+        // so the smaller fits the smaller ones.
+        prop_assert_eq!(g.max_inline, x.max_inline.min(y.max_inline));
         prop_assert!(u32::from(g.max_inline) <= inline_fits(g.max_msg));
         prop_assert!(u32::from(g.max_inline) <= g.max_payload);
     }
