@@ -28,6 +28,7 @@ mod transport;
 mod verbs;
 mod wait;
 mod wire;
+mod xfer_state;
 
 #[cfg(CONFIG_KUNIT = "y")]
 mod kunit;

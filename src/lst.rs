@@ -8,9 +8,11 @@
 //! its own buffer (`size` bytes at `offset` into its first page, mapped once). A slot
 //! claims a transfer (of the run's count, or until its time is up) and submits it through
 //! the transport's callback API ([`api::submit`]) with a fresh seed, so every transfer's
-//! pattern differs from the last; the completion callback counts the outcome per peer and
-//! starts the slot's next transfer. The writer of the command waits until every slot has
-//! ended, so no callback outlives the module.
+//! pattern differs from the last; the completion callback ([`Client::done`]) counts the
+//! outcome per peer and starts the slot's next transfer. No thread waits per transfer:
+//! the only one is the writer of the command, which waits until every slot has ended (so
+//! no callback outlives the module) and restarts, after a pause, the slots whose last
+//! transfer failed (so a peer that refuses at once is not spun on).
 
 use kernel::{
     new_condvar, new_mutex,
@@ -34,6 +36,7 @@ use kernel::{
 use crate::{
     api::{
         self,
+        Client,
         Outcome,
         Request, //
     },
@@ -62,6 +65,9 @@ struct Shared {
     first_error: KVec<i32>,
     /// Slots that have finished.
     finished: u32,
+    /// Slots whose last transfer failed, waiting for the writer to restart them after a
+    /// pause (room for every slot is reserved: the callback never allocates).
+    paused: KVec<(usize, Option<Region>)>,
 }
 
 /// One run of a test.
@@ -145,35 +151,43 @@ impl Run {
     }
 
     /// Starts the next operation of a slot to peer number `p` with the slot's buffer, or
-    /// ends the slot when the run is over.
-    fn next(self: &Arc<Self>, p: usize, region: Option<Region>) {
+    /// ends the slot when the run is over. `me` is this run, as the transport's client.
+    fn next(&self, me: &Arc<dyn Client>, p: usize, region: Option<Region>) {
         if !self.claim() {
             drop(region);
             self.finish();
             return;
         }
-        let run = self.clone();
         let submitted = api::submit(
             &self.iface,
             self.peers[p],
             self.request(),
             region,
             self.timeout_ms,
-            move |o| run.done(p, o),
+            me.clone(),
+            p,
         );
         if let Err(e) = submitted {
             self.record(p, 0, &Err(e));
             self.finish();
         }
     }
+}
 
-    /// The completion callback of a slot's operation: counts it and starts the next.
-    fn done(self: Arc<Self>, p: usize, o: Outcome) {
+impl Client for Run {
+    /// A slot's operation ended: counts it and starts the next (after a failure, the
+    /// writer does, after a pause).
+    fn done(&self, me: &Arc<dyn Client>, p: usize, o: Outcome) {
         if self.record(p, o.usecs, &o.result) {
-            // Do not spin on a peer that refuses at once.
-            kernel::time::delay::fsleep(Delta::from_millis(10));
+            let mut sh = self.shared.lock();
+            // Within the room reserved for every slot.
+            if sh.paused.push((p, o.region), GFP_NOWAIT).is_err() {
+                sh.finished += 1;
+            }
+            self.cv.notify_all();
+            return;
         }
-        self.next(p, o.region);
+        self.next(me, p, o.region);
     }
 }
 
@@ -266,7 +280,10 @@ pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
             start: Instant::now(),
             left: Atomic::new(count),
             stop: Atomic::new(0),
-            shared <- new_mutex!(Shared { per_peer, first_error, finished: 0 }, "fastreg::lst::Run"),
+            shared <- new_mutex!(
+                Shared { per_peer, first_error, finished: 0, paused: KVec::new() },
+                "fastreg::lst::Run"
+            ),
             cv <- new_condvar!("fastreg::lst::Run::cv"),
         }),
         GFP_KERNEL,
@@ -297,17 +314,39 @@ pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
         }
     }
     let started = slots.len() as u32;
+    run.shared.lock().paused.reserve(slots.len(), GFP_KERNEL)?;
+    let me: Arc<dyn Client> = run.clone();
     for (p, region) in slots.drain_all() {
-        run.next(p, region);
+        run.next(&me, p, region);
     }
     let mut sh = run.shared.lock();
     while sh.finished < started {
+        if !sh.paused.is_empty() {
+            // Slots whose transfer failed: restarted after a pause, from here.
+            drop(sh);
+            kernel::time::delay::fsleep(Delta::from_millis(10));
+            loop {
+                let Some((p, region)) = run.shared.lock().paused.pop() else {
+                    break;
+                };
+                run.next(&me, p, region);
+            }
+            sh = run.shared.lock();
+            continue;
+        }
         if run.cv.wait_interruptible(&mut sh) {
             // Interrupted: the slots stop after their current transfer; wait for them,
             // they use the module's code.
             run.stop.store(1, Relaxed);
             while sh.finished < started {
-                run.cv.wait(&mut sh);
+                // Paused slots end here (the run is stopped).
+                while let Some((_, region)) = sh.paused.pop() {
+                    drop(region);
+                    sh.finished += 1;
+                }
+                if sh.finished < started {
+                    run.cv.wait(&mut sh);
+                }
             }
             return Err(EINTR);
         }

@@ -49,6 +49,19 @@ use crate::{
     wait,
 };
 
+/// A connection whose transfers wait for MRs ([`Pool::try_get`]): told when MRs come
+/// back and it is first in line.
+pub(crate) trait Waiter: Send + Sync {
+    /// MRs came back: try again. Called with pool (and maybe connection) locks held: it
+    /// must only schedule the retry, never take a lock.
+    fn mrs_back(&self);
+}
+
+/// Whether `a` and `b` are the same waiter.
+fn same(a: &Arc<dyn Waiter>, b: &Arc<dyn Waiter>) -> bool {
+    core::ptr::eq(Arc::as_ptr(a).cast::<()>(), Arc::as_ptr(b).cast::<()>())
+}
+
 /// Pool sizing.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PoolConfig {
@@ -109,6 +122,10 @@ struct Inner {
     waiting: KVec<u64>,
     /// The next ticket.
     next_ticket: u64,
+    /// The connections whose transfers wait for MRs without a thread, oldest first: the
+    /// first is told when MRs come back ([`Waiter`]). Threads that wait (`waiting`) go
+    /// first.
+    line: KVec<Arc<dyn Waiter>>,
 }
 
 impl Inner {
@@ -181,6 +198,7 @@ impl Pool {
                         live: 0,
                         waiting: KVec::new(),
                         next_ticket: 0,
+                        line: KVec::new(),
                     },
                     "fastreg::Pool::inner"
                 ),
@@ -280,15 +298,7 @@ impl Pool {
         out: &mut KVec<FrMr<Free>>,
         wait_ms: Option<Msecs>,
     ) -> Result {
-        if n.saturating_add(reserve) > self.cfg.max {
-            pr_err!(
-                "a transfer needs {} MRs, more than pool_max={} leaves ({} kept for serving)\n",
-                n,
-                self.cfg.max,
-                reserve
-            );
-            return Err(EMSGSIZE);
-        }
+        self.can_ever(n, reserve)?;
         out.reserve(n as usize, GFP_KERNEL)?;
         let mut left = msecs_to_jiffies(wait_ms.unwrap_or(0));
         // Takers that wait are served in arrival order; one that does not wait (serving)
@@ -383,6 +393,92 @@ impl Pool {
         }
     }
 
+    /// [`Pool::get_leaving`] without waiting, for a transfer advanced by events: when the
+    /// MRs cannot be had now, or others wait for them first, `me` joins the line (once)
+    /// and this returns `EAGAIN`; `me` is told when MRs come back and it is first. Its
+    /// place is kept until it takes MRs or [`Pool::leave`]s.
+    pub(crate) fn try_get(
+        &self,
+        n: u32,
+        reserve: u32,
+        out: &mut KVec<FrMr<Free>>,
+        me: &Arc<dyn Waiter>,
+    ) -> Result {
+        self.can_ever(n, reserve)?;
+        {
+            let mut inner = self.inner.lock();
+            self.shrink(&mut inner);
+            let pos = inner.line.iter().position(|w| same(w, me));
+            let turn = inner.waiting.is_empty() && pos.is_none_or(|p| p == 0);
+            let turn = turn && (pos.is_some() || inner.line.is_empty());
+            let room = inner.free.len() as u32 + self.cfg.max.saturating_sub(inner.live);
+            if !turn || room < n.saturating_add(reserve) {
+                if pos.is_none() {
+                    inc(&self.counters.waits, 1);
+                    inner.line.push(me.clone(), GFP_KERNEL)?;
+                }
+                return Err(EAGAIN);
+            }
+            if let Some(p) = pos {
+                let _ = inner.line.remove(p);
+            }
+        }
+        let r = self.get_leaving(n, reserve, out, None);
+        if let Err(e) = &r {
+            if *e == EAGAIN {
+                // A taker that does not wait (serving) came first: first in line again.
+                let mut inner = self.inner.lock();
+                if inner.line.reserve(1, GFP_KERNEL).is_ok() {
+                    let _ = inner.line.insert_within_capacity(0, me.clone());
+                }
+                return r;
+            }
+        }
+        self.wake_line();
+        r
+    }
+
+    /// `me` no longer waits for MRs: out of the line (the next one is told).
+    pub(crate) fn leave(&self, me: &Arc<dyn Waiter>) {
+        let mut inner = self.inner.lock();
+        let Some(p) = inner.line.iter().position(|w| same(w, me)) else {
+            return;
+        };
+        let _ = inner.line.remove(p);
+        drop(inner);
+        if p == 0 {
+            self.wake_line();
+        }
+    }
+
+    /// Counts a transfer that gave up waiting for MRs.
+    pub(crate) fn timed_out(&self) {
+        inc(&self.counters.timeouts, 1);
+    }
+
+    /// Tells the first connection in line that MRs came back.
+    fn wake_line(&self) {
+        let first = self.inner.lock().line.first().cloned();
+        if let Some(w) = first {
+            w.mrs_back();
+        }
+    }
+
+    /// Refuses (`EMSGSIZE`, with a log line) a take of `n` MRs leaving `reserve` that the
+    /// pool can never serve: waiting would be for ever.
+    fn can_ever(&self, n: u32, reserve: u32) -> Result {
+        if n.saturating_add(reserve) > self.cfg.max {
+            pr_err!(
+                "a transfer needs {} MRs, more than pool_max={} leaves ({} kept for serving)\n",
+                n,
+                self.cfg.max,
+                reserve
+            );
+            return Err(EMSGSIZE);
+        }
+        Ok(())
+    }
+
     /// Releases idle MRs beyond `pool_size` (the oldest first).
     fn shrink(&self, inner: &mut Inner) {
         inner.count(&self.tally);
@@ -432,14 +528,19 @@ impl Pool {
         let mut inner = self.inner.lock();
         inner.keep(mr.recycle(), Instant::now());
         self.shrink(&mut inner);
+        let first = inner.line.first().cloned();
         drop(inner);
         self.freed.notify_all();
+        if let Some(w) = first {
+            w.mrs_back();
+        }
     }
 
     /// Gives back a free MR that was not used (the transfer failed before mapping it).
     pub(crate) fn put_free(&self, mr: FrMr<Free>) {
         self.inner.lock().keep(mr, Instant::now());
         self.freed.notify_all();
+        self.wake_line();
     }
 
     /// Destroys an MR whose state is unknown (a work request on it failed): it is never
@@ -449,5 +550,6 @@ impl Pool {
         drop(mr);
         inc(&self.counters.errors, 1);
         self.freed.notify_all();
+        self.wake_line();
     }
 }

@@ -86,12 +86,6 @@ impl Region {
         self.sgl.with_cpu(f)
     }
 
-    /// A counted reference to its mapped buffer (for a handler that fills it while its
-    /// owner waits).
-    pub(crate) fn mapped(&self) -> Arc<DmaSgl> {
-        self.sgl.clone()
-    }
-
     /// The buffer.
     pub(crate) fn buffer(&self) -> &Buffer {
         self.sgl.buffer()

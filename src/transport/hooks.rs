@@ -84,7 +84,19 @@ impl Iface {
     }
 }
 
+impl Iface {
+    /// Test hook ([`Fault::StaleRkey`]): the registrations of the sink of the PUT just done.
+    pub(super) fn record_put(&self, regs: Regs) {
+        *self.recorded_put.lock() = Some(regs);
+    }
+}
+
 impl Conn {
+    /// Test hook ([`Misbehave::Flood`]): a request goes out beyond the queue depth.
+    pub(super) fn flood(&self) -> bool {
+        self.iface.armed(Misbehave::Flood) && self.iface.hook(Misbehave::Flood)
+    }
+
     /// Test hook (`fault` command). [`Fault::Mangle`] sends a GET whose request is
     /// corrupted that way: the peer must refuse it and close the connection, so the GET
     /// must fail. [`Fault::StaleRkey`] does a PUT and then RDMA-writes with the sink's old
@@ -92,11 +104,16 @@ impl Conn {
     /// interface served (recorded): the write must fail (the keys died with their
     /// transfers). `Ok` means the peer behaved.
     pub(crate) fn fault(&self, what: Fault, timeout_ms: u32) -> Result {
+        let res = self.iface.res.clone();
         if let Fault::Mangle(m) = what {
-            self.st.lock().mangle = Some(m);
             // A registered GET (never inline): its GET_REQ carries registrations to mangle.
-            let region = Region::new(&self.iface.res, 0, 4096)?;
-            return match self.get_once(&region, self.iface.seed(), Check::Full, timeout_ms) {
+            let region = self.registered_region()?;
+            self.st.lock().mangle = Some(m);
+            let req = Request::Get {
+                seed: self.iface.seed(),
+                check: Check::Full,
+            };
+            return match self.call(req, Some(region), timeout_ms, false).result {
                 Ok(()) => {
                     pr_err!(
                         "{} -> {}: a corrupted GET_REQ was served\n",
@@ -108,24 +125,23 @@ impl Conn {
                 Err(_) => Ok(()),
             };
         }
-        let res = self.iface.res.clone();
         let old = match what {
             Fault::StaleGet => (*self.iface.served_get.lock()).ok_or(ENOENT)?,
             _ => {
-                let region = Region::new(&res, 0, 4096)?;
-                let seed = self.iface.seed();
-                region::write_pattern(&region, seed, Check::Full)?;
-                self.put_once(&region, seed, Check::Full, timeout_ms)?
+                // A registered PUT (never inline): the sink advertises registrations.
+                let region = self.registered_region()?;
+                *self.iface.recorded_put.lock() = None;
+                let req = Request::Put {
+                    seed: self.iface.seed(),
+                    check: Check::Full,
+                };
+                self.call(req, Some(region), timeout_ms, true).result?;
+                (*self.iface.recorded_put.lock()).ok_or(ENOENT)?
             }
         };
         let size = usize::try_from(old.bytes()).map_err(|_| EINVAL)?;
         let region = Region::new(&res, 0, size)?;
-        let mut left = msecs_to_jiffies(timeout_ms);
-        let mut st = self.st.lock();
-        let cookie = Self::new_xfer(&mut st, Kind::Put)?;
-        let r = self.stale_write(&mut st, &res, &region, &old, cookie, &mut left);
-        self.forget_xfer(&mut st, cookie);
-        drop(st);
+        let r = self.stale_write(&res, &region, &old, timeout_ms);
         let rkey = old.as_slice().first().map_or(0, |r| r.rkey);
         match r? {
             // The chain failed: the peer's answer to the WRITE was an access error (RoCE
@@ -153,23 +169,38 @@ impl Conn {
         Ok(())
     }
 
+    /// A buffer too large to go inline on this connection (at least 4 KiB).
+    fn registered_region(&self) -> Result<Region> {
+        let inline = self.st.lock().params.map_or(0, |p| p.max_inline);
+        Region::new(&self.iface.res, 0, (usize::from(inline) + 1).max(4096))
+    }
+
     /// The write of [`Conn::fault`] with the sink's old registrations `old`: whether its
-    /// chain completed without error.
+    /// chain completed without error. Waits (this is a test command's thread) for room,
+    /// then for the chain; when the chain does not complete in time, the connection fails
+    /// and the wait goes on until it is flushed.
     fn stale_write(
         &self,
-        st: &mut MutexGuard<'_, ConnState>,
         res: &Arc<DevRes>,
         region: &Region,
         old: &Regs,
-        cookie: u64,
-        left: &mut Jiffies,
+        timeout_ms: u32,
     ) -> Result<bool> {
-        self.wait_room(st, Room::Message)?;
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let mut st = self.st.lock();
+        while !self.has_room(&st, Room::Message) {
+            if st.state != State::Established {
+                return Err(not_connected());
+            }
+            if left == 0 || !wait::step(&self.cv, &mut st, &mut left) {
+                return Err(ETIMEDOUT);
+            }
+        }
         st.tagged.reserve(1, GFP_KERNEL)?;
         let mut local = KVec::new();
         let mut inv = KVec::new();
         let r = self.post_locked(
-            st,
+            &mut st,
             Post::Noop,
             |chain| {
                 let (remote, none) = (old.as_slice(), KVec::new());
@@ -186,26 +217,34 @@ impl Conn {
                 return Err(e);
             }
         };
+        st.probe = None;
         // Within the capacity reserved above.
         let _ = st.tagged.push(
             Tagged {
                 slot,
-                what: Finishing::Mine(cookie, inv),
+                what: Finishing::Probe(inv),
             },
             GFP_NOWAIT,
         );
-        Ok(self.settle_chain(st, cookie, left))
-    }
-
-    /// PUT of `len` bytes at `offset` into the first page of a new buffer, fully checked.
-    pub(crate) fn put(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
-        let region = Region::new(&self.iface.res, offset, len)?;
-        self.put_region(&region, self.iface.seed(), Check::Full, timeout_ms)
-    }
-
-    /// GET of `len` bytes into a new buffer at `offset` into its first page, fully checked.
-    pub(crate) fn get(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
-        let region = Region::new(&self.iface.res, offset, len)?;
-        self.get_region(&region, self.iface.seed(), Check::Full, timeout_ms)
+        let mut left = msecs_to_jiffies(timeout_ms);
+        loop {
+            if let Some(ok) = st.probe {
+                return Ok(ok);
+            }
+            if left == 0 || !wait::step(&self.cv, &mut st, &mut left) {
+                break;
+            }
+        }
+        self.on(
+            &mut st,
+            Event::Error,
+            "a test write did not complete in time",
+        );
+        // Not interruptible: the flush (or the teardown) always comes, and the buffer is
+        // the device's until then.
+        while st.probe.is_none() {
+            self.cv.wait(&mut st);
+        }
+        Ok(st.probe == Some(true))
     }
 }

@@ -71,11 +71,14 @@ impl Iface {
                 spare <- new_mutex!(KVec::new(), "fastreg::Iface::spare"),
                 corrupt_next: Atomic::new(0),
                 served_get <- new_mutex!(None, "fastreg::Iface::served_get"),
+                recorded_put <- new_mutex!(None, "fastreg::Iface::recorded_put"),
                 st <- new_mutex!(IfaceState {
                     listener: None,
                     conns: KVec::new(),
                     closed: false,
                     connecting: KVec::new(),
+                    dialing: KVec::new(),
+                    pending: KVec::new(),
                     failed: KVec::new(),
                 }, "fastreg::Iface::st"),
             }),
@@ -299,7 +302,7 @@ impl Iface {
     }
 
     /// The established connection this interface made to `peer`, if any.
-    fn established(&self, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
+    pub(crate) fn established(&self, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
         Self::established_in(&self.st.lock(), peer)
     }
 

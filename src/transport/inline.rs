@@ -12,100 +12,67 @@
 use super::*;
 
 impl Conn {
-    /// Whether a transfer of `region` goes inline on this connection.
-    pub(super) fn goes_inline(&self, region: &Region) -> bool {
-        let len = region.buffer().len();
-        let max = self
-            .st
-            .lock()
-            .params
-            .map_or(0, |p| usize::from(p.max_inline));
-        len > 0 && len <= max
-    }
-
-    /// An inline PUT of `region` (already filled): one message out, the verdict back.
-    pub(super) fn put_inline(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result {
-        let len = u32::try_from(region.buffer().len()).map_err(|_| EMSGSIZE)?;
-        let mut st = self.st.lock();
-        let cookie = Self::new_xfer(&mut st, Kind::PutInline)?;
-        let r = self.wait_room(&mut st, Room::Request).and_then(|()| {
-            let body = Body::PutInline {
-                cookie,
-                len,
-                seed,
-                check,
-            };
-            self.send_inline_locked(&mut st, body, |d| region.with_cpu(|b| b.copy_out(d)))?;
-            Self::sent(&mut st, cookie, len.into());
-            st.stats.inline += 1;
-            let mut left = msecs_to_jiffies(ms);
-            match self.wait_xfer(&mut st, cookie, &mut left, |x| {
-                !matches!(x.step, Step::Waiting)
-            })? {
-                (_, Some(0)) => Ok(()),
-                (_, Some(e)) | (Step::Failed(e), None) => Err(Error::from_errno(e)),
-                _ => Err(EINVAL),
-            }
-        });
-        self.forget_xfer(&mut st, cookie);
+    /// Sends inline PUT record `i`: the request carries the data (already filled).
+    pub(super) fn send_put_inline(&self, st: &mut ConnState, i: usize) -> Result {
+        let x = &mut st.xfers[i];
+        let len = u32::try_from(x.size).map_err(|_| EMSGSIZE)?;
+        let body = Body::PutInline {
+            cookie: x.cookie,
+            len,
+            seed: x.seed,
+            check: x.check,
+        };
+        let region = x.region.take();
+        let r = match &region {
+            Some(r) => self.send_inline_locked(st, body, |d| r.with_cpu(|b| b.copy_out(d))),
+            None => Err(EINVAL),
+        };
+        st.xfers[i].region = region;
         r
     }
 
-    /// An inline GET into `region`: the data arrives in the answer and is copied there by
-    /// the receive handler ([`Conn::inline_data`]); the caller checks it.
-    pub(super) fn get_inline(&self, region: &Region, seed: u32, check: Check, ms: u32) -> Result {
-        let size = region.buffer().len() as u64;
-        let mut st = self.st.lock();
-        let cookie = Self::new_xfer(&mut st, Kind::GetInline)?;
-        if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
-            x.into = Some(region.mapped());
-        }
-        let r = self.wait_room(&mut st, Room::Request).and_then(|()| {
-            let req = Body::GetInline {
-                cookie,
-                size,
-                seed,
-                check,
-            };
-            self.send_locked(&mut st, req, false)?;
-            Self::sent(&mut st, cookie, size);
-            st.stats.inline += 1;
-            match self.wait_answer(&mut st, cookie, ms)? {
-                Step::Done(_) => Ok(()),
-                _ => Err(EINVAL),
-            }
-        });
-        // Drops `into`: no answer can reach the region after this.
-        self.forget_xfer(&mut st, cookie);
-        r
+    /// Sends the request of inline GET record `i`.
+    pub(super) fn send_get_inline(&self, st: &mut ConnState, i: usize) -> Result {
+        let x = &st.xfers[i];
+        let req = Body::GetInline {
+            cookie: x.cookie,
+            size: x.size,
+            seed: x.seed,
+            check: x.check,
+        };
+        self.send_locked(st, req, false)
     }
 
-    /// The data of a `GET_DATA` for transfer `cookie`: copied into its region. Anything
-    /// but the answer to an inline GET of exactly that size, still waiting, is a protocol
-    /// violation.
+    /// The `GET_DATA` of record `cookie` (`Err`: the peer's error status): its data is
+    /// copied into the record's region, which is the record's until it is reported.
+    /// Anything but the answer to an inline GET of exactly that size, still waiting, is a
+    /// protocol violation.
     pub(super) fn inline_data(
+        &self,
         st: &mut ConnState,
         cookie: u64,
-        data: &[u8],
+        data: core::result::Result<&[u8], i32>,
     ) -> core::result::Result<(), &'static str> {
-        let x = st
-            .xfers
-            .iter()
-            .find(|x| x.cookie == cookie && x.sent.is_some())
-            .ok_or("GET_DATA for an unknown transfer")?;
-        if x.kind != Kind::GetInline || !matches!(x.step, Step::Waiting) {
+        let i = Self::find(st, cookie).ok_or("GET_DATA for an unknown transfer")?;
+        let x = &mut st.xfers[i];
+        if x.t.kind() != Kind::GetInline || x.t.state() != xfer_state::State::Requested {
             return Err("GET_DATA for a transfer not waiting for it");
         }
-        if data.len() as u64 != x.size {
-            return Err("GET_DATA of another size than asked");
-        }
-        let into = x.into.as_ref().ok_or("GET_DATA without a buffer")?;
-        let copied = into.with_cpu(|b| b.copy_in(data));
-        let step = match copied {
-            Ok(()) => Step::Done(None),
-            Err(e) => Step::Failed(e.to_errno()),
+        let ev = match data {
+            Err(status) => XEvent::Refused(status),
+            Ok(data) => {
+                if data.len() as u64 != x.size {
+                    return Err("GET_DATA of another size than asked");
+                }
+                let into = x.region.as_ref().ok_or("GET_DATA without a buffer")?;
+                match into.with_cpu(|b| b.copy_in(data)) {
+                    Ok(()) => XEvent::Answered { inv_all: false },
+                    Err(e) => XEvent::Refused(e.to_errno()),
+                }
+            }
         };
-        Self::step(st, cookie, Kind::GetInline, step)
+        self.apply(st, i, ev);
+        Ok(())
     }
 
     /// The sink side of an inline PUT: its data, in the receive buffer, is checked there;

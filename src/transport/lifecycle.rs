@@ -38,8 +38,10 @@ impl Conn {
                     last_rx: Instant::now(),
                     mangle: None,
                     xfers: KVec::new(),
-                    room_q: KVec::new(),
-                    room_next: 0,
+                    finished: KVec::new(),
+                    spare: KVec::new(),
+                    probe: None,
+                    in_line: false,
                     sinks: KVec::new(),
                     unkey: KVec::new(),
                     tagged: KVec::new(),
@@ -48,6 +50,8 @@ impl Conn {
                     in_connect: false,
                 }, "fastreg::Conn::st"),
                 cv <- new_condvar!("fastreg::Conn::cv"),
+                work <- kernel::new_work!("fastreg::Conn::work"),
+                later <- kernel::new_delayed_work!("fastreg::Conn::later"),
             }),
             GFP_KERNEL,
         )
@@ -201,26 +205,13 @@ impl Conn {
             }
         }
         st.state = s;
-        Self::wake_all(st);
+        if matches!(s, State::Closing | State::Closed) {
+            // Every transfer hears of it; they end when the QP is drained, or now when
+            // nothing of theirs is posted (reported by [`Conn::deliver`]).
+            self.xfers_down(st);
+        }
         self.cv.notify_all();
         a
-    }
-
-    /// Wakes the threads whose transfer moved, and those waiting for room.
-    pub(super) fn wake(&self, st: &mut ConnState) {
-        for x in st.xfers.iter_mut().filter(|x| x.moved) {
-            x.moved = false;
-            x.waiter.cv.notify_all();
-        }
-        self.cv.notify_all();
-    }
-
-    /// Wakes the thread of every transfer (the connection's state changed).
-    fn wake_all(st: &mut ConnState) {
-        for x in st.xfers.iter_mut() {
-            x.moved = false;
-            x.waiter.cv.notify_all();
-        }
     }
 
     /// `->` for a connection this side opened, `<-` for one it accepted (for logs).
@@ -400,9 +391,13 @@ impl Conn {
                 Finishing::Mine(cookie, inv) => {
                     // A chain whose completion never came: its transfer's MRs are
                     // destroyed, and it is told so.
-                    if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
-                        x.step = Step::ChainDone(false);
+                    if let Some(i) = Self::find(&st, cookie) {
+                        self.apply(&mut st, i, XEvent::ChainDone(false));
                     }
+                    inv
+                }
+                Finishing::Probe(inv) => {
+                    st.probe = Some(false);
                     inv
                 }
             };
@@ -410,14 +405,17 @@ impl Conn {
                 res.pool.destroy(r.into_handle());
             }
         }
-        for x in st.xfers.iter_mut() {
-            if matches!(x.step, Step::Waiting | Step::Acked(..)) {
-                x.step = Step::Failed(-(kernel::bindings::ECONNABORTED as i32));
-            }
-        }
+        // Every transfer ends: nothing names its buffer or keys any more.
+        self.xfers_drained(&mut st);
         // `Action::Release`: what is left (the endpoint, the slots) is freed by the caller
         // once the lock is dropped.
         self.on(&mut st, Event::Drained, "");
+        drop(st);
+        self.deliver();
+        // A busy peer's retry may still be timed: nothing is left to retry.
+        // SAFETY: `later` is this connection's, queued only by `Conn::kick` with an
+        // `Arc<Conn>` of it (its work item's pointer type).
+        unsafe { verbs::cancel_delayed_sync(self, &self.later) };
     }
 
     /// Drops the message slots: they refer to the connection, which breaks the cycle.

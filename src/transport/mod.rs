@@ -26,7 +26,9 @@
 //! [`inline`] (small transfers carried in the messages, both sides),
 //! [`hooks`] (test hooks), [`show`] (debugfs output) and [`ifaces`] (the node's interfaces).
 
+mod call;
 mod cm_handler;
+mod dial;
 mod get;
 mod hooks;
 mod iface;
@@ -43,6 +45,11 @@ mod xfer;
 pub(crate) use ifaces::{
     Ifaces,
     NetTick, //
+};
+pub(crate) use xfer::{
+    Client,
+    Outcome,
+    Request, //
 };
 
 use kernel::{
@@ -64,8 +71,11 @@ use kernel::{
         msecs_to_jiffies,
         Delta,
         Instant,
-        Jiffies,
         Monotonic, //
+    },
+    workqueue::{
+        DelayedWork,
+        Work, //
     },
 };
 
@@ -104,7 +114,6 @@ use crate::{
         Completion,
         ConnParam,
         ConnRequest,
-        DmaSgl,
         Endpoint,
         FrMr,
         Handler,
@@ -124,6 +133,14 @@ use crate::{
         Misbehave,
         Msg,
         Regs, //
+    },
+    xfer_state::{
+        self,
+        Action as XAction,
+        Event as XEvent,
+        Keys,
+        Kind,
+        Track, //
     },
 };
 
@@ -185,6 +202,10 @@ struct IfaceState {
     closed: bool,
     /// Peers a connect attempt is under way to: others asking for them wait for it.
     connecting: KVec<SockAddr>,
+    /// Peers a connect attempt for queued transfers is under way to ([`dial`]), and
+    /// those transfers.
+    dialing: KVec<SockAddr>,
+    pending: KVec<dial::Pending>,
     /// Peers the last connection attempts to failed: consecutive failures, when, and the
     /// error. Connecting again waits out a backoff ([`conn_state::backoff_ms`]).
     failed: KVec<Failed>,
@@ -264,6 +285,9 @@ pub(crate) struct Iface {
     /// Test hook ([`Misbehave::RecordGet`]): the registrations of a GET it served.
     #[pin]
     served_get: Mutex<Option<Regs>>,
+    /// Test hook ([`Fault::StaleRkey`]): the registrations of the sink of a PUT it did.
+    #[pin]
+    recorded_put: Mutex<Option<Regs>>,
     #[pin]
     st: Mutex<IfaceState>,
 }
@@ -323,12 +347,23 @@ struct ConnState {
     last_rx: Instant<Monotonic>,
     /// Test hook: corrupt the next message sent (see the `fault` command).
     mangle: Option<wire::Mangle>,
-    /// Transfers this side started.
+    /// Transfers this side started and not finished, in submission order (the order in
+    /// which they start).
     xfers: KVec<Xfer>,
-    /// Tickets of the new requests waiting for room, in arrival order, with when each
-    /// began to wait; and the next ticket.
-    room_q: KVec<(u64, Instant<Monotonic>)>,
-    room_next: u64,
+    /// Transfers finished, their outcome to report once the lock is dropped
+    /// ([`Conn::deliver`]).
+    finished: KVec<Xfer>,
+    /// The (empty) MR lists of reported records, for the next ones.
+    #[allow(clippy::type_complexity)]
+    spare: KVec<(
+        KVec<FrMr<Free>>,
+        KVec<FrMr<Registered>>,
+        KVec<FrMr<Invalidating>>,
+    )>,
+    /// Test hook: the chain of [`Conn::fault`]'s stale write completed (`true`) or failed.
+    probe: Option<bool>,
+    /// The connection may be in its device pool's line of those waiting for MRs.
+    in_line: bool,
     /// PUTs this side is the sink of, registered and waiting for PUT_DONE.
     sinks: KVec<Sink>,
     /// PUTs whose PUT_DONE arrived, waiting for a send slot or room to post the LOCAL_INVs
@@ -360,7 +395,7 @@ enum Post {
     Local,
 }
 
-/// What a transfer waits for before it posts ([`Conn::wait_room`]).
+/// What a transfer needs before it posts ([`Conn::has_room`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Room {
     /// A new request: a message's room, and a place among the `queue_depth` transfers of
@@ -406,63 +441,50 @@ enum Owed {
     },
 }
 
-/// Where a transfer this side started stands.
-#[derive(Clone, Copy)]
-enum Step {
-    /// The request is out.
-    Waiting,
-    /// PUT: the sink's registrations arrived (in [`Xfer::regs`]), with its cookie.
-    Acked(u64),
-    /// The peer refused or failed it.
-    Failed(i32),
-    /// GET: the data is in, with the rkey the peer invalidated (ping: the pong arrived).
-    Done(Option<u32>),
-    /// The LOCAL_INVs of this side's registrations are posted: no message from the peer
-    /// moves the transfer any more (a second DONE is a protocol violation).
-    Invalidating,
-    /// This side's last chain of the transfer completed (`true`) or failed.
-    ChainDone(bool),
-}
-
-/// What the thread of one transfer sleeps on: woken alone when its transfer moves, so
-/// that many transfers in flight on a connection do not all wake at every completion.
-#[pin_data]
-struct Waiter {
-    #[pin]
-    cv: CondVar,
-}
-
-/// What a transfer this side started is: the answers it may get depend on it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Ping,
-    Put,
-    Get,
-    /// Carried in the messages ([`inline`]).
-    PutInline,
-    GetInline,
-}
-
+/// A transfer this side started: a record advanced by events ([`crate::xfer_state`]),
+/// owned by its connection from submission until its outcome is reported.
 struct Xfer {
     cookie: u64,
-    kind: Kind,
-    waiter: Arc<Waiter>,
-    /// Its step or verdict changed since its thread was last woken.
-    moved: bool,
-    /// When its request went out (the transfer timeout runs from there).
+    t: Track,
+    seed: u32,
+    check: Check,
+    /// The caller's buffer, given back with the outcome. While the transfer runs it is the
+    /// device's (and the peer's, through this side's keys): it goes back only in
+    /// [`State::Done`](crate::xfer_state::State::Done), when no key of it is alive.
+    region: Option<Region>,
+    /// MRs taken for it and not registered yet.
+    free: KVec<FrMr<Free>>,
+    /// GET: this side's registrations, until their keys are dead.
+    local: KVec<FrMr<Registered>>,
+    /// MRs being invalidated by a chain being built, or by one whose state is unknown
+    /// (destroyed when the connection is drained).
+    pending: KVec<FrMr<Invalidating>>,
+    /// When it was submitted, and how long it may take in all (retries included).
+    start: Instant<Monotonic>,
+    timeout_ms: u32,
+    /// When its current request went out (the peer's deadline runs from there).
     sent: Option<Instant<Monotonic>>,
-    step: Step,
-    /// PUT with a check: the sink's verdict.
-    verdict: Option<i32>,
-    /// PUT: the sink's registrations.
+    /// A busy peer: tried again not before then, with a pause doubling up to 5 ms.
+    not_before: Option<Instant<Monotonic>>,
+    /// Since when it is the first in line and waits for room (a place, credits).
+    room_since: Option<Instant<Monotonic>>,
+    pause_us: i64,
+    /// PUT: the sink's registrations and cookie.
     regs: Regs,
-    /// Bytes of the transfer (set when the request goes out).
+    sink_cookie: u64,
+    /// Bytes of the transfer.
     size: u64,
-    /// GET: the rkey the peer may invalidate remotely (the first one advertised).
+    /// GET: the rkey the peer may invalidate remotely (the first one advertised), and the
+    /// one it did.
     inv_rkey: Option<u32>,
-    /// Inline GET: the buffer its data is copied into when it arrives. Forgetting the
-    /// transfer drops it, so nothing writes there once its thread has returned.
-    into: Option<Arc<DmaSgl>>,
+    inv: Option<u32>,
+    /// Whom to tell, and what it called the transfer.
+    client: Arc<dyn Client>,
+    token: usize,
+    /// Test hook ([`Fault::StaleRkey`]): keep the sink's registrations when it is done.
+    record: bool,
+    /// Its last try to take MRs found none (it is in the pool's line).
+    waits_mrs: bool,
 }
 
 /// How the sink of a PUT checks its data, and whom it tells.
@@ -491,6 +513,8 @@ enum Finishing {
     ServedPut(Region, KVec<FrMr<Invalidating>>, SinkCheck),
     /// A chain of a transfer this side started (its MRs, invalidated in the chain).
     Mine(u64, KVec<FrMr<Invalidating>>),
+    /// Test hook: the chain of [`Conn::fault`]'s stale write.
+    Probe(KVec<FrMr<Invalidating>>),
 }
 
 struct Tagged {
@@ -512,6 +536,12 @@ pub(crate) struct Conn {
     st: Mutex<ConnState>,
     #[pin]
     cv: CondVar,
+    /// Runs [`Conn::kick`]'s work: starting transfers when MRs come back or a busy
+    /// peer's pause is over, reporting those finished where nothing else would.
+    #[pin]
+    work: Work<Conn, 0>,
+    #[pin]
+    later: DelayedWork<Conn, 1>,
 }
 
 /// A message slot for sending.

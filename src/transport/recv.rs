@@ -171,62 +171,21 @@ impl Conn {
         let r: core::result::Result<(), &'static str> = match todo {
             Todo::Nothing => Ok(()),
             Todo::Pong(cookie) => self.peer_request(&mut st, Owed::Pong(cookie)),
-            Todo::PongSeen(cookie) => Self::step(&mut st, cookie, Kind::Ping, Step::Done(None)),
+            Todo::PongSeen(cookie) => self.pong(&mut st, cookie),
             Todo::Serve(o) => self.peer_request(&mut st, o),
-            Todo::Verdict(cookie, status) => st
-                .xfers
-                .iter_mut()
-                .find(|x| {
-                    x.cookie == cookie
-                        && matches!(x.kind, Kind::Put | Kind::PutInline)
-                        && x.verdict.is_none()
-                        && x.sent.is_some()
-                })
-                .map(|x| {
-                    x.verdict = Some(status);
-                    // An inline PUT is answered by its verdict alone.
-                    if x.kind == Kind::PutInline {
-                        x.step = Step::Done(None);
-                    }
-                    x.moved = true;
-                })
-                .ok_or("PUT_RESULT for an unknown transfer"),
+            Todo::Verdict(cookie, status) => self.put_verdict_in(&mut st, cookie, status),
             Todo::PutAck(cookie, sink_cookie, regs) => {
-                // The sink's registrations must cover exactly what the PUT asked for,
-                // each one its own, or the source would write short or twice.
-                let size = st.xfers.iter().find(|x| x.cookie == cookie).map(|x| x.size);
-                match size {
-                    Some(size) if wire::regs_cover(&regs, size) => {
-                        Self::step(&mut st, cookie, Kind::Put, Step::Acked(sink_cookie)).map(|()| {
-                            if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
-                                x.regs = regs;
-                            }
-                        })
-                    }
-                    Some(_) => Err("PUT_ACK registrations do not cover the PUT exactly"),
-                    None => Err("PUT_ACK for an unknown transfer"),
+                self.put_acked(&mut st, cookie, sink_cookie, regs)
+            }
+            Todo::Failed(cookie, status) => match Self::find(&st, cookie) {
+                Some(i) if st.xfers[i].t.kind() == Kind::Put => {
+                    self.apply(&mut st, i, XEvent::Refused(status));
+                    Ok(())
                 }
-            }
-            Todo::Failed(cookie, status) => {
-                Self::step(&mut st, cookie, Kind::Put, Step::Failed(status))
-            }
-            Todo::GetDone(cookie, 0) => {
-                let expected = st
-                    .xfers
-                    .iter()
-                    .find(|x| x.cookie == cookie)
-                    .map(|x| x.inv_rkey);
-                match expected {
-                    Some(want) if inv.is_some() && inv != want => {
-                        Err("bogus remote invalidation: not the transfer's rkey")
-                    }
-                    _ => Self::step(&mut st, cookie, Kind::Get, Step::Done(inv)),
-                }
-            }
-            Todo::GetDone(cookie, status) if inv.is_none() => {
-                Self::step(&mut st, cookie, Kind::Get, Step::Failed(status))
-            }
-            Todo::GetDone(..) => Err("bogus remote invalidation: a failed GET"),
+                Some(_) => Err("answer of another kind of transfer"),
+                None => Err("answer for an unknown transfer"),
+            },
+            Todo::GetDone(cookie, status) => self.get_done(&mut st, cookie, status, inv),
             Todo::PutDone(sink_cookie, status) => self.sink_done(&mut st, sink_cookie, status, inv),
             Todo::PutInline(cookie, mismatch) => self.serve_put_inline(&mut st, cookie, mismatch),
             Todo::GetData(cookie, n) => slot.value().buf.with(|b| {
@@ -234,11 +193,9 @@ impl Conn {
                 // message (checked then); `get` keeps a short buffer from panicking.
                 let at = wire::payload_at(wire::Type::GetData);
                 let data = b.get(at..at + n as usize).unwrap_or(&[]);
-                Self::inline_data(&mut st, cookie, data)
+                self.inline_data(&mut st, cookie, Ok(data))
             }),
-            Todo::GetDataFailed(cookie, status) => {
-                Self::step(&mut st, cookie, Kind::GetInline, Step::Failed(status))
-            }
+            Todo::GetDataFailed(cookie, status) => self.inline_data(&mut st, cookie, Err(status)),
         };
         if let Err(why) = r {
             pr_err!(
@@ -256,32 +213,7 @@ impl Conn {
                 st.outstanding += 1;
             }
         }
-        self.pump(&mut st);
-        self.wake(&mut st);
-    }
-
-    /// Moves the transfer `cookie` this side started to `step`; a cookie it does not know,
-    /// or one whose request is not waiting for the peer, is a protocol violation.
-    pub(super) fn step(
-        st: &mut ConnState,
-        cookie: u64,
-        kind: Kind,
-        step: Step,
-    ) -> core::result::Result<(), &'static str> {
-        let x = st
-            .xfers
-            .iter_mut()
-            .find(|x| x.cookie == cookie && x.sent.is_some())
-            .ok_or("answer for an unknown transfer")?;
-        if x.kind != kind {
-            return Err("answer of another kind of transfer");
-        }
-        if !matches!(x.step, Step::Waiting) {
-            return Err("second answer for a transfer");
-        }
-        x.step = step;
-        x.moved = true;
-        Ok(())
+        self.drive(&mut st);
     }
 
     /// The peer broke the protocol: logs why and fails the connection (only this one).
@@ -323,8 +255,10 @@ impl Handler for RxSlot {
         let conn = this.value().conn.clone();
         if !wc.ok() {
             conn.wr_failed(&mut conn.st.lock(), wc, "receive failed");
+            conn.deliver();
             return;
         }
         conn.receive(&this, wc.byte_len(), wc.invalidated_rkey());
+        conn.deliver();
     }
 }

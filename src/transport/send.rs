@@ -117,8 +117,8 @@ impl Conn {
             st.tx_free.push((slot, chain), GFP_NOWAIT)?;
             return Err(e);
         }
-        // Never wait for room here (the lock is held, completions need it): callers wait
-        // for room in `wait_room` or retry from `pump`.
+        // Never wait for room here (the lock is held, completions need it): callers check
+        // the room first ([`Conn::has_room`]) or retry from `pump`.
         match ep.post(chain, &slot, 0) {
             Ok(()) if local => Ok(slot),
             Ok(()) => {
@@ -304,10 +304,14 @@ impl Conn {
             }
             Finishing::Mine(cookie, inv) => {
                 settle(inv);
-                if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
-                    x.step = Step::ChainDone(ok);
-                    x.moved = true;
+                if let Some(i) = Self::find(st, cookie) {
+                    self.apply(st, i, XEvent::ChainDone(ok));
                 }
+            }
+            Finishing::Probe(inv) => {
+                settle(inv);
+                st.probe = Some(ok);
+                self.cv.notify_all();
             }
         }
     }
@@ -321,13 +325,14 @@ impl Handler for TxSlot {
         conn.finish(&mut st, &this, wc.ok());
         if !wc.ok() {
             conn.wr_failed(&mut st, wc, "send failed");
-            // A flushed chain may be what a transfer waits for.
-            conn.wake(&mut st);
+            drop(st);
+            conn.deliver();
             return;
         }
         // Room for every slot was reserved at setup.
         let _ = st.tx_free.push((this, chain), GFP_NOWAIT);
-        conn.pump(&mut st);
-        conn.wake(&mut st);
+        conn.drive(&mut st);
+        drop(st);
+        conn.deliver();
     }
 }

@@ -1,30 +1,566 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Transfer records of a connection, room to start one, waiting for its verdict, the tick.
+//! Transfers this side starts: records advanced by events, never by a sleeping thread.
+//!
+//! [`Conn::submit`] queues a record ([`Xfer`]); [`Conn::drive`] starts queued records in
+//! order as room, credits and MRs allow and posts the next chain of those in flight; the
+//! receive and send completion handlers, the tick and the teardown feed each record the
+//! events of [`crate::xfer_state`] and do what it answers. A finished record is reported
+//! by [`Conn::deliver`], with no lock held, from whichever context finished it (a
+//! completion handler, the tick, the teardown, or the connection's own work item when
+//! nothing else runs: MRs came back, a busy peer's pause is over, a submission failed at
+//! once).
 
 use super::*;
 
+/// An operation on a peer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Request {
+    /// An IMMEDIATE round trip.
+    Ping,
+    /// Moves the region to the peer, filled with the pattern of `seed`; the peer checks it.
+    Put {
+        /// Seed of the data pattern.
+        seed: u32,
+        /// What the peer checks.
+        check: Check,
+    },
+    /// Fills the region from the peer with the pattern of `seed`, checked here.
+    Get {
+        /// Seed of the data pattern.
+        seed: u32,
+        /// What is checked.
+        check: Check,
+    },
+}
+
+/// The outcome of an operation, given to its client.
+pub(crate) struct Outcome {
+    /// The region the operation was submitted with.
+    pub(crate) region: Option<Region>,
+    /// `Ok`, or why it failed: `EBADMSG` when the data was checked and differs,
+    /// `ETIMEDOUT`, `ECONNABORTED` when the connection failed under it, `EMSGSIZE` beyond
+    /// the negotiated limits, or the connection's error.
+    pub(crate) result: Result,
+    /// Microseconds from the submission to the end.
+    pub(crate) usecs: u64,
+}
+
+/// Who is told of the outcome of the transfers it submits.
+pub(crate) trait Client: Send + Sync {
+    /// Called exactly once per transfer submitted, with the `token` it was submitted with,
+    /// when every key of the transfer is dead: in process context with no fastreg lock
+    /// held, from a completion handler, the periodic work or a teardown, so it must not
+    /// sleep for long. `me` is the client the transfer was submitted with (to submit again
+    /// without allocating).
+    fn done(&self, me: &Arc<dyn Client>, token: usize, o: Outcome);
+}
+
+/// What starting a queued record came to.
+enum Start {
+    /// Its request is out (or it failed and is finished).
+    Went,
+    /// It waits for room or MRs: the records after it wait too (in order).
+    Wait,
+    /// It waits for its own reason (a busy peer's pause): the others may go.
+    Skip,
+}
+
 impl Conn {
-    /// Periodic checks: fails the connection when a transfer waits on the peer longer than
-    /// `timeout_ms`, and sends a NOOP after `keepalive` idle seconds (0: never), which
-    /// also finds out that a silent peer is gone (the send fails).
+    /// The connection as an [`Arc`] (for its work items and the pool's waiters).
+    fn arc(&self) -> Arc<Conn> {
+        // SAFETY: Every `Conn` is created by `Conn::new` inside an `Arc` (it is never moved
+        // out), so `self` points at the contents of an `Arc`, as `Arc::as_ptr` returns; the
+        // reference `&self` keeps that `Arc` alive for the borrow, and no `UniqueArc` of it
+        // exists.
+        let b = unsafe { ArcBorrow::from_raw(core::ptr::from_ref(self)) };
+        b.into()
+    }
+
+    /// Runs the connection's work item soon (or after `delay` jiffies).
+    pub(super) fn kick(&self, delay: Option<kernel::time::Jiffies>) {
+        let Some(wq) = verbs::module_wq() else { return };
+        // Already queued: it will see what this wanted it to see.
+        match delay {
+            None => {
+                let _ = wq.enqueue::<_, 0>(self.arc());
+            }
+            Some(d) => {
+                let _ = wq.enqueue_delayed::<_, 1>(self.arc(), d);
+            }
+        }
+    }
+
+    /// Queues `req` (with `region`, for `timeout_ms` in all); `client` is told of its
+    /// outcome with `token`. `record` keeps a PUT's sink registrations (test hook). Fails
+    /// (giving the region back) only when the connection is not established or no memory
+    /// is left for the record.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn submit(
+        &self,
+        req: Request,
+        region: Option<Region>,
+        timeout_ms: u32,
+        client: Arc<dyn Client>,
+        token: usize,
+        record: bool,
+    ) -> core::result::Result<(), (Error, Option<Region>)> {
+        let (seed, check) = match req {
+            Request::Ping => (0, Check::None),
+            Request::Put { seed, check } | Request::Get { seed, check } => (seed, check),
+        };
+        let len = region.as_ref().map_or(0, |r| r.buffer().len());
+        let nmrs = region.as_ref().map_or(0, |r| r.nmrs() as usize);
+        if !matches!(req, Request::Ping) && region.is_none() {
+            return Err((EINVAL, region));
+        }
+        if let (Request::Put { .. }, Some(r)) = (req, &region) {
+            // Filled before the record exists: the buffer is the caller's until then.
+            if let Err(e) = region::write_pattern(r, seed, check) {
+                return Err((e, region));
+            }
+        }
+        let mut st = self.st.lock();
+        if st.state != State::Established {
+            return Err((not_connected(), region));
+        }
+        let inline = st
+            .params
+            .is_some_and(|p| len > 0 && len <= usize::from(p.max_inline));
+        let kind = match (req, inline) {
+            (Request::Ping, _) => Kind::Ping,
+            (Request::Put { .. }, true) => Kind::PutInline,
+            (Request::Put { .. }, false) => Kind::Put,
+            (Request::Get { .. }, true) => Kind::GetInline,
+            (Request::Get { .. }, false) => Kind::Get,
+        };
+        let registered = matches!(kind, Kind::Put | Kind::Get);
+        let size: u64 = match (&region, registered) {
+            (Some(r), true) => r.lens().iter().sum(),
+            _ => len as u64,
+        };
+        // Room for everything the record holds while it runs, and for it among the
+        // finished ones: the handlers that advance it allocate nothing.
+        // The lists of a record reported before, when there is one: at steady state a
+        // submission (from a client's callback, in a completion handler) allocates nothing.
+        let (mut free, mut local, mut pending) = st.spare.pop().unwrap_or_default();
+        let mut room = || -> Result {
+            let more = st.xfers.len() + 1;
+            st.finished.reserve(more, GFP_KERNEL)?;
+            st.tagged.reserve(more, GFP_KERNEL)?;
+            let all = more + st.finished.len();
+            st.spare.reserve(all, GFP_KERNEL)?;
+            st.xfers.reserve(1, GFP_KERNEL)?;
+            if registered {
+                free.reserve(nmrs, GFP_KERNEL)?;
+                local.reserve(nmrs, GFP_KERNEL)?;
+                pending.reserve(nmrs, GFP_KERNEL)?;
+            }
+            Ok(())
+        };
+        if let Err(e) = room() {
+            return Err((e, region));
+        }
+        let cookie = st.next_cookie;
+        st.next_cookie += 1;
+        // Within the capacity reserved above.
+        let pushed = st.xfers.push(
+            Xfer {
+                cookie,
+                t: Track::new(kind, check != Check::None),
+                seed,
+                check,
+                region,
+                free,
+                local,
+                pending,
+                start: Instant::now(),
+                timeout_ms,
+                sent: None,
+                not_before: None,
+                room_since: None,
+                pause_us: 50,
+                regs: Regs::new(),
+                sink_cookie: 0,
+                size,
+                inv_rkey: None,
+                inv: None,
+                client,
+                token,
+                record,
+                waits_mrs: false,
+            },
+            GFP_NOWAIT,
+        );
+        if let Err(e) = pushed {
+            return Err((e.into(), None));
+        }
+        self.drive(&mut st);
+        let finished = !st.finished.is_empty();
+        drop(st);
+        // Not reported from here: the client may be submitting from its own callback.
+        if finished {
+            self.kick(None);
+        }
+        Ok(())
+    }
+
+    /// Moves every record as far as it can go now: the next chain of those in flight,
+    /// then the queued ones in order; then answers and credits ([`Conn::pump`]).
+    pub(super) fn drive(&self, st: &mut ConnState) {
+        self.pump(st);
+        // Steps of transfers in flight first: they free what new ones wait for.
+        for i in 0..st.xfers.len() {
+            if st.state != State::Established {
+                break;
+            }
+            match (st.xfers[i].t.state(), st.xfers[i].t.keys()) {
+                (xfer_state::State::Acked, _) if self.has_room(st, Room::Message) => {
+                    self.post_data(st, i)
+                }
+                (xfer_state::State::Unkeying, Keys::Live) => {
+                    let n = st.xfers[i].local.len();
+                    if self.has_room(st, Room::Local(n)) {
+                        self.post_unkey(st, i)
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Only the record that tries to take MRs below keeps its place in the pool's line.
+        for x in st.xfers.iter_mut() {
+            x.waits_mrs = false;
+        }
+        for i in 0..st.xfers.len() {
+            if st.state != State::Established {
+                break;
+            }
+            if st.xfers[i].t.state() != xfer_state::State::Queued {
+                continue;
+            }
+            match self.start(st, i) {
+                Start::Went | Start::Skip => {}
+                Start::Wait => break,
+            }
+        }
+        self.pump(st);
+        self.reap(st);
+    }
+
+    /// Applies `ev` to record `i` and does what its state machine answers (but reporting:
+    /// [`Conn::reap`] and [`Conn::deliver`] do that).
+    pub(super) fn apply(&self, st: &mut ConnState, i: usize, ev: XEvent) {
+        let Some(x) = st.xfers.get_mut(i) else { return };
+        match x.t.on(ev) {
+            XAction::None | XAction::PostData | XAction::PostInvalidate | XAction::Finish => {}
+            XAction::AbortPut => {
+                let (sink, e) = (x.sink_cookie, x.t.result().err().unwrap_or(0));
+                self.abort_put(st, sink, Error::from_errno(e));
+            }
+            XAction::FailConn => {
+                self.on(st, Event::Error, "a transfer gave up waiting for its peer");
+            }
+            XAction::Violation(why) => self.violation(st, why),
+        }
+    }
+
+    /// The index of the record of `cookie`, if its request went out.
+    pub(super) fn find(st: &ConnState, cookie: u64) -> Option<usize> {
+        st.xfers
+            .iter()
+            .position(|x| x.cookie == cookie && x.t.in_flight())
+    }
+
+    /// The connection is going down: every record hears of it.
+    pub(super) fn xfers_down(&self, st: &mut ConnState) {
+        for i in 0..st.xfers.len() {
+            let _ = st.xfers[i].t.on(XEvent::ConnFailed);
+        }
+    }
+
+    /// The connection is drained: no work request names anything of it. Every record ends;
+    /// the MRs whose state is unknown are destroyed, never reused.
+    pub(super) fn xfers_drained(&self, st: &mut ConnState) {
+        let res = self.iface.res.clone();
+        for x in st.xfers.iter_mut() {
+            let _ = x.t.on(XEvent::Drained);
+            give_up(&res, &mut x.local, &mut x.pending);
+        }
+        self.reap(st);
+    }
+
+    /// Tries to start queued record `i`.
+    fn start(&self, st: &mut ConnState, i: usize) -> Start {
+        if let Some(t) = st.xfers[i].not_before {
+            let left = t - Instant::<Monotonic>::now();
+            if left > Delta::ZERO {
+                // The work item may run a jiffy early: timed again for what is left.
+                self.kick(Some(Self::jiffies_after(left)));
+                return Start::Skip;
+            }
+            st.xfers[i].not_before = None;
+        }
+        if let Err(e) = self.fits(st, i) {
+            self.apply(st, i, XEvent::NotPosted(e.to_errno()));
+            return Start::Went;
+        }
+        if !self.has_room(st, Room::Request) {
+            // Waiting for room, not for MRs: out of the pool's line (`reap`), so that
+            // a peer that keeps its credits costs no other connection its MRs.
+            let x = &mut st.xfers[i];
+            x.waits_mrs = false;
+            x.room_since.get_or_insert_with(Instant::now);
+            return Start::Wait;
+        }
+        st.xfers[i].room_since = None;
+        let kind = st.xfers[i].t.kind();
+        if matches!(kind, Kind::Put | Kind::Get) {
+            match self.take_mrs(st, i) {
+                Ok(()) => {}
+                Err(e) if e == EAGAIN => return Start::Wait,
+                Err(e) => {
+                    self.apply(st, i, XEvent::NotPosted(e.to_errno()));
+                    return Start::Went;
+                }
+            }
+        }
+        self.apply(st, i, XEvent::Posted);
+        let r = match kind {
+            Kind::Ping => self.send_ping(st, i),
+            Kind::Put => self.send_put_req(st, i),
+            Kind::Get => self.send_get_req(st, i),
+            Kind::PutInline => self.send_put_inline(st, i),
+            Kind::GetInline => self.send_get_inline(st, i),
+        };
+        match r {
+            Ok(()) => {
+                let x = &mut st.xfers[i];
+                x.sent = Some(Instant::now());
+                if !matches!(kind, Kind::Ping | Kind::Put | Kind::Get) {
+                    st.stats.inline += 1;
+                }
+            }
+            // The device may have taken part of the chain: the connection failed, and the
+            // record ends when the QP is drained.
+            Err(_) if st.state != State::Established => {}
+            Err(e) => {
+                let res = self.iface.res.clone();
+                let x = &mut st.xfers[i];
+                give_up(&res, &mut x.local, &mut x.pending);
+                self.apply(st, i, XEvent::NotPosted(e.to_errno()));
+            }
+        }
+        Start::Went
+    }
+
+    /// Takes the MRs record `i` needs, all at once, first come first served among the
+    /// connections waiting for the pool (and leaving what serving needs); `EAGAIN` when it
+    /// must wait: the pool kicks this connection when MRs come back.
+    fn take_mrs(&self, st: &mut ConnState, i: usize) -> Result {
+        let x = &mut st.xfers[i];
+        let Some(region) = x.region.as_ref() else {
+            return Err(EINVAL);
+        };
+        let n = region.nmrs();
+        if x.free.len() as u32 >= n {
+            return Ok(());
+        }
+        if st.same_pool {
+            self.pool_can_serve(region)?;
+        }
+        let res = &self.iface.res;
+        let me: Arc<dyn crate::pool::Waiter> = self.arc();
+        let r = res.pool.try_get(n, res.pool.reserve(), &mut x.free, &me);
+        x.waits_mrs = r.as_ref().is_err_and(|e| *e == EAGAIN);
+        st.in_line |= st.xfers[i].waits_mrs;
+        r
+    }
+
+    /// Jiffies that surely cover `d` (a delayed work item runs up to a jiffy early).
+    fn jiffies_after(d: Delta) -> kernel::time::Jiffies {
+        let ms = (d.as_micros_ceil().max(0) + 999) / 1000;
+        msecs_to_jiffies(u32::try_from(ms).unwrap_or(u32::MAX)).saturating_add(1)
+    }
+
+    /// Moves the finished records to the list of those to report; a busy peer's are
+    /// started again (after a pause, within their timeout). The MRs a record took and did
+    /// not use go back to the pool.
+    pub(super) fn reap(&self, st: &mut ConnState) {
+        let res = self.iface.res.clone();
+        let mut i = 0;
+        while i < st.xfers.len() {
+            let x = &mut st.xfers[i];
+            if x.t.state() != xfer_state::State::Done {
+                i += 1;
+                continue;
+            }
+            let busy = x.t.result() == Err(EAGAIN.to_errno());
+            let spent = x.start.elapsed().as_millis();
+            let up = st.state == State::Established;
+            if busy && up && spent < i64::from(x.timeout_ms) && x.t.retry() {
+                st.stats.retries += 1;
+                x.sent = None;
+                x.regs = Regs::new();
+                x.inv = None;
+                x.inv_rkey = None;
+                let pause = Delta::from_micros(x.pause_us);
+                x.not_before = Some(Instant::now() + pause);
+                x.pause_us = (x.pause_us * 2).min(5000);
+                self.kick(Some(Self::jiffies_after(pause)));
+                i += 1;
+                continue;
+            }
+            for mr in x.free.drain_all() {
+                res.pool.put_free(mr);
+            }
+            if let Ok(x) = st.xfers.remove(i) {
+                // Within the capacity reserved at submission.
+                let _ = st.finished.push(x, GFP_NOWAIT);
+            }
+        }
+        if st.in_line && !st.xfers.iter().any(|x| x.waits_mrs) {
+            st.in_line = false;
+            let me: Arc<dyn crate::pool::Waiter> = self.arc();
+            res.pool.leave(&me);
+        }
+        self.cv.notify_all();
+    }
+
+    /// Reports the finished records, one at a time, with no lock held: a GET's data is
+    /// checked first.
+    pub(crate) fn deliver(&self) {
+        self.reap(&mut self.st.lock());
+        loop {
+            let x = {
+                let mut st = self.st.lock();
+                if st.finished.is_empty() {
+                    return;
+                }
+                let Ok(mut x) = st.finished.remove(0) else {
+                    return;
+                };
+                // Its lists (empty: their MRs went back or died) serve the next record.
+                if x.free.is_empty() && x.local.is_empty() && x.pending.is_empty() {
+                    let lists = (
+                        core::mem::take(&mut x.free),
+                        core::mem::take(&mut x.local),
+                        core::mem::take(&mut x.pending),
+                    );
+                    // Within the capacity reserved at submission.
+                    let _ = st.spare.push(lists, GFP_NOWAIT);
+                }
+                x
+            };
+            self.report(x);
+        }
+    }
+
+    /// Reports one finished record to its client.
+    fn report(&self, mut x: Xfer) {
+        let Some(r) = x.t.fire() else { return };
+        let mut result = r.map_err(Error::from_errno);
+        if x.record {
+            self.iface.record_put(x.regs);
+        }
+        if result.is_ok() && matches!(x.t.kind(), Kind::Get | Kind::GetInline) {
+            if let Some(region) = x.region.as_ref() {
+                result = self.check_get(region, x.seed, x.check);
+            }
+        }
+        let o = Outcome {
+            region: x.region.take(),
+            result,
+            usecs: x.start.elapsed().as_micros_ceil() as u64,
+        };
+        let (client, token) = (x.client.clone(), x.token);
+        drop(x);
+        client.done(&client, token, o);
+    }
+
+    /// A GET's data against the pattern of `seed`: `EBADMSG` when it differs.
+    fn check_get(&self, region: &Region, seed: u32, check: Check) -> Result {
+        if let Some(off) = region::verify(region, seed, check)? {
+            pr_err!(
+                "{} -> {}: GET data differs from the pattern at byte {} of {}\n",
+                self.iface.addr,
+                self.peer,
+                off,
+                region.buffer().len()
+            );
+            return Err(Error::from_errno(-(kernel::bindings::EBADMSG as i32)));
+        }
+        Ok(())
+    }
+
+    /// Periodic checks: fails the connection when a transfer waits on the peer (or for its
+    /// keys to die) longer than its timeout, or the first queued one waited for room twice
+    /// that; fails a transfer that waited for MRs longer than its timeout; sends a NOOP
+    /// after `keepalive` idle seconds (0: never), which also finds out that a silent peer
+    /// is gone (the send fails).
     pub(super) fn tick(&self, keepalive: u32, timeout_ms: u32) {
+        self.tick_locked(keepalive, timeout_ms);
+        self.deliver();
+    }
+
+    fn tick_locked(&self, keepalive: u32, timeout_ms: u32) {
         let mut st = self.st.lock();
         if st.state != State::Established {
             return;
         }
-        let limit = Delta::from_millis(timeout_ms.into());
-        let late = st.xfers.iter().any(|x| {
-            matches!(x.step, Step::Waiting | Step::Acked(_))
-                && x.sent.is_some_and(|t| t.elapsed() > limit)
-        }) || st.sinks.iter().any(|s| s.since.elapsed() > limit);
+        let over = |t: Option<Instant<Monotonic>>, ms: u32| {
+            t.is_some_and(|t| t.elapsed() > Delta::from_millis(ms.into()))
+        };
+        // A transfer whose peer (or whose LOCAL_INVs) did not answer in time: the peer
+        // still counts it, so the connection fails (`XEvent::Timeout`'s answer in every
+        // such state), the transfer ends when the QP is drained and reports the timeout.
+        let mut late = false;
+        for x in st.xfers.iter_mut() {
+            if (x.t.awaits_peer() || x.t.keys() == Keys::Dying) && over(x.sent, x.timeout_ms) {
+                // The connection fails just below, with its own reason.
+                let _ = x.t.on(XEvent::Timeout);
+                late = true;
+            }
+        }
+        let late_sink = st.sinks.iter().any(|s| over(Some(s.since), timeout_ms));
+        if late {
+            pr_err!(
+                "{} {} {}: transfer timed out\n",
+                self.iface.addr,
+                self.dir(),
+                self.peer
+            );
+            self.on(&mut st, Event::Error, "transfer timed out");
+            return;
+        }
+        if late_sink {
+            pr_err!(
+                "{} {} {}: a PUT's sink waited too long for its data\n",
+                self.iface.addr,
+                self.dir(),
+                self.peer
+            );
+            self.on(&mut st, Event::Error, "transfer timed out");
+            return;
+        }
+        // Records waiting for MRs give up after their timeout.
+        for i in 0..st.xfers.len() {
+            let x = &st.xfers[i];
+            if x.t.state() == xfer_state::State::Queued
+                && x.waits_mrs
+                && over(Some(x.start), x.timeout_ms)
+            {
+                self.iface.res.pool.timed_out();
+                self.apply(&mut st, i, XEvent::Timeout);
+            }
+        }
         // New requests wait for a place and credits without a deadline of their own: the
         // first in line waits at most for the oldest transfer in flight, which the check
         // above bounds by the timeout. One that waited twice that means the peer keeps
         // its credits (or the send queue is stuck): the connection fails.
-        let stuck = st.room_q.first().is_some_and(|(_, since)| {
-            since.elapsed() > Delta::from_millis(2 * i64::from(timeout_ms))
-        });
+        let stuck = st
+            .xfers
+            .iter()
+            .any(|x| over(x.room_since, 2 * x.timeout_ms.max(timeout_ms)));
         if stuck {
             pr_err!(
                 "{} {} {}: no room for a request in {} ms (credits {})\n",
@@ -37,16 +573,7 @@ impl Conn {
             self.on(&mut st, Event::Error, "no credits returned");
             return;
         }
-        if late {
-            pr_err!(
-                "{} {} {}: transfer timed out\n",
-                self.iface.addr,
-                self.dir(),
-                self.peer
-            );
-            self.on(&mut st, Event::Error, "transfer timed out");
-            return;
-        }
+        self.drive(&mut st);
         if keepalive == 0 {
             return;
         }
@@ -68,59 +595,18 @@ impl Conn {
         }
     }
 
-    /// Starts tracking a transfer this side initiates; returns its cookie.
-    pub(super) fn new_xfer(st: &mut ConnState, kind: Kind) -> Result<u64> {
-        let cookie = st.next_cookie;
-        st.next_cookie += 1;
-        let waiter = Arc::pin_init(
-            pin_init!(Waiter {
-                cv <- new_condvar!("fastreg::Conn::xfer"),
-            }),
-            GFP_KERNEL,
-        )?;
-        st.xfers.push(
-            Xfer {
-                cookie,
-                kind,
-                waiter,
-                moved: false,
-                sent: None,
-                step: Step::Waiting,
-                verdict: None,
-                regs: Regs::new(),
-                size: 0,
-                inv_rkey: None,
-                into: None,
-            },
-            GFP_KERNEL,
-        )?;
-        Ok(cookie)
-    }
-
-    /// The request of transfer `cookie`, of `size` bytes, went out: its timeout starts, and
-    /// it counts against the queue depth until it is forgotten.
-    pub(super) fn sent(st: &mut ConnState, cookie: u64, size: u64) {
-        if let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) {
-            x.sent = Some(Instant::now());
-            x.size = size;
-        }
-    }
-
-    /// Stops tracking transfer `cookie`: its place in the queue depth is free.
-    pub(super) fn forget_xfer(&self, st: &mut ConnState, cookie: u64) {
-        st.xfers.retain(|x| x.cookie != cookie);
-        self.cv.notify_all();
-    }
-
     /// Transfers of this side whose request went out and that are not finished.
     fn in_flight(st: &ConnState) -> usize {
-        st.xfers.iter().filter(|x| x.sent.is_some()).count()
+        st.xfers.iter().filter(|x| x.t.in_flight()).count()
     }
 
-    /// Refuses a transfer of `region` that the connection's negotiated limits do not allow
+    /// Refuses record `i` when the connection's negotiated limits do not allow it
     /// (`EMSGSIZE`), before the peer would have to.
-    pub(super) fn fits(&self, st: &ConnState, region: &Region) -> Result {
+    fn fits(&self, st: &ConnState, i: usize) -> Result {
         let p = st.params.ok_or_else(not_connected)?;
+        let Some(region) = st.xfers[i].region.as_ref() else {
+            return Ok(());
+        };
         let size: u64 = region.lens().iter().sum();
         if size > u64::from(p.max_payload) || region.nmrs() > u32::from(p.max_regs) {
             pr_err!(
@@ -148,7 +634,7 @@ impl Conn {
     }
 
     /// Whether what `room` describes can be posted now ([`Room`]).
-    fn has_room(&self, st: &ConnState, room: Room) -> bool {
+    pub(super) fn has_room(&self, st: &ConnState, room: Room) -> bool {
         let depth = st.params.map_or(0, |p| usize::from(p.queue_depth));
         let message = || {
             st.credits >= 2
@@ -158,166 +644,16 @@ impl Conn {
                 && self.sq_room(st)
         };
         match room {
-            Room::Request => {
-                message()
-                    && (Self::in_flight(st) < depth
-                        || self.iface.armed(Misbehave::Flood) && self.iface.hook(Misbehave::Flood))
-            }
+            Room::Request => message() && (Self::in_flight(st) < depth || self.flood()),
             Room::Message => message(),
             Room::Local(n) => self.local_room(st, n),
         }
-    }
-
-    /// Waits until what `room` describes can be posted ([`Conn::has_room`]); new requests
-    /// wait in arrival order, behind the transfers already in flight. There is no deadline:
-    /// a transfer waits for credits as long as the connection is healthy (the periodic
-    /// check fails a connection whose peer returns none within the timeout). Ends early
-    /// when the connection fails or a signal arrives.
-    pub(super) fn wait_room(&self, st: &mut MutexGuard<'_, ConnState>, room: Room) -> Result {
-        let new = room == Room::Request;
-        let ticket = st.room_next;
-        if new {
-            st.room_next += 1;
-            st.room_q.push((ticket, Instant::now()), GFP_KERNEL)?;
-        }
-        let r = loop {
-            if st.state != State::Established {
-                break Err(not_connected());
-            }
-            let turn = !new || st.room_q.first().is_some_and(|(t, _)| *t == ticket);
-            if turn && self.has_room(st, room) {
-                break Ok(());
-            }
-            if self.cv.wait_interruptible(st) {
-                break Err(ERESTARTSYS);
-            }
-        };
-        if new {
-            st.room_q.retain(|(t, _)| *t != ticket);
-            // The next in line may go now.
-            self.cv.notify_all();
-        }
-        r
-    }
-
-    /// Waits up to `left` until transfer `cookie` is as `done` wants it; returns its step
-    /// and verdict.
-    pub(super) fn wait_xfer(
-        &self,
-        st: &mut MutexGuard<'_, ConnState>,
-        cookie: u64,
-        left: &mut Jiffies,
-        done: impl Fn(&Xfer) -> bool,
-    ) -> Result<(Step, Option<i32>)> {
-        let waiter = st
-            .xfers
-            .iter()
-            .find(|x| x.cookie == cookie)
-            .map(|x| x.waiter.clone())
-            .ok_or(EINVAL)?;
-        loop {
-            let x = st.xfers.iter().find(|x| x.cookie == cookie).ok_or(EINVAL)?;
-            if done(x) {
-                return Ok((x.step, x.verdict));
-            }
-            if matches!(st.state, State::Closing | State::Closed) {
-                return Err(not_connected());
-            }
-            let gave_up = if *left == 0 {
-                pr_err!("{} -> {}: transfer timed out\n", self.iface.addr, self.peer);
-                ETIMEDOUT
-            } else if !wait::step(&waiter.cv, st, left) {
-                ERESTARTSYS
-            } else {
-                continue;
-            };
-            // The peer still counts the transfer (its answer would come for a transfer
-            // forgotten here, and its place would be taken twice): the connection goes.
-            self.on(st, Event::Error, "a transfer gave up waiting for its peer");
-            return Err(gave_up);
-        }
-    }
-
-    /// Waits up to `ms` for the peer's answer to transfer `cookie` (its step leaves
-    /// `Waiting`); returns that step, or the error it failed with.
-    pub(super) fn wait_answer(
-        &self,
-        st: &mut MutexGuard<'_, ConnState>,
-        cookie: u64,
-        ms: u32,
-    ) -> Result<Step> {
-        let mut left = msecs_to_jiffies(ms);
-        match self.wait_xfer(st, cookie, &mut left, |x| !matches!(x.step, Step::Waiting))? {
-            (Step::Failed(e), _) => Err(Error::from_errno(e)),
-            (step, _) => Ok(step),
-        }
-    }
-
-    /// Runs `once` (given the milliseconds left) until it succeeds, fails for a reason
-    /// other than a busy peer (`EAGAIN`), or `timeout_ms` passed; pauses between tries.
-    pub(super) fn retry_busy(
-        &self,
-        timeout_ms: u32,
-        mut once: impl FnMut(u32) -> Result,
-    ) -> Result {
-        let start = Instant::<Monotonic>::now();
-        let mut pause_us = 50i64;
-        loop {
-            let spent = u32::try_from(start.elapsed().as_millis()).unwrap_or(u32::MAX);
-            let left_ms = timeout_ms.saturating_sub(spent);
-            match once(left_ms) {
-                Err(e) if e == EAGAIN && left_ms > 0 => {
-                    self.st.lock().stats.retries += 1;
-                    kernel::time::delay::fsleep(Delta::from_micros(pause_us));
-                    pause_us = (pause_us * 2).min(5000);
-                }
-                Err(e) if e == EAGAIN => return Err(ETIMEDOUT),
-                r => return r,
-            }
-        }
-    }
-
-    /// One try of a transfer of `region`: takes its MRs first, without the lock (serving
-    /// never waits for MRs, so a transfer that holds the peer's MRs must not wait for its
-    /// own), then runs `steps` under the lock with a new transfer's cookie, its timeout
-    /// and those MRs; forgets the transfer and gives back the MRs `steps` did not use.
-    pub(super) fn one_try<T>(
-        &self,
-        region: &Region,
-        kind: Kind,
-        ms: u32,
-        steps: impl FnOnce(
-            &mut MutexGuard<'_, ConnState>,
-            &Arc<DevRes>,
-            u64,
-            u32,
-            &mut KVec<FrMr<Free>>,
-        ) -> Result<T>,
-    ) -> Result<T> {
-        let res = self.iface.res.clone();
-        self.pool_can_serve(region)?;
-        let mut free = region.take(&res, res.pool.reserve(), Some(ms))?;
-        let mut st = self.st.lock();
-        let r = Self::new_xfer(&mut st, kind).and_then(|cookie| {
-            let r = steps(&mut st, &res, cookie, ms, &mut free);
-            self.forget_xfer(&mut st, cookie);
-            r
-        });
-        drop(st);
-        for mr in free.drain_all() {
-            res.pool.put_free(mr);
-        }
-        r
     }
 
     /// Refuses at once (`EMSGSIZE`, naming the limit) a transfer that can never complete
     /// because its peer is an interface on the same device, so both ends take MRs from one
     /// pool, and together they need more than `pool_max`.
     fn pool_can_serve(&self, region: &Region) -> Result {
-        let same = self.st.lock().same_pool;
-        if !same {
-            return Ok(());
-        }
         let res = &self.iface.res;
         let size: u64 = region.lens().iter().sum();
         let peer = res.geo.max_mrs_for(size);
@@ -339,5 +675,48 @@ impl Conn {
             return Err(EMSGSIZE);
         }
         Ok(())
+    }
+}
+
+impl crate::pool::Waiter for Conn {
+    fn mrs_back(&self) {
+        self.kick(None);
+    }
+}
+
+kernel::impl_has_work! {
+    impl HasWork<Self, 0> for Conn { self.work }
+}
+
+kernel::impl_has_delayed_work! {
+    impl HasDelayedWork<Self, 1> for Conn { self.later }
+}
+
+impl kernel::workqueue::WorkItem<0> for Conn {
+    type Pointer = Arc<Conn>;
+
+    fn run(this: Arc<Conn>) {
+        this.drive_and_deliver();
+    }
+}
+
+impl kernel::workqueue::WorkItem<1> for Conn {
+    type Pointer = Arc<Conn>;
+
+    fn run(this: Arc<Conn>) {
+        this.drive_and_deliver();
+    }
+}
+
+impl Conn {
+    /// The work items' job: moves what can move, reports what finished.
+    fn drive_and_deliver(&self) {
+        {
+            let mut st = self.st.lock();
+            if st.state == State::Established {
+                self.drive(&mut st);
+            }
+        }
+        self.deliver();
     }
 }

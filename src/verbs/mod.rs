@@ -68,6 +68,7 @@ pub(crate) use ticker::{
     Ticker, //
 };
 pub(crate) use wq::{
+    cancel_delayed_sync,
     queue as module_wq,
     Workqueue, //
 };

@@ -13,7 +13,10 @@ use kernel::{
         Atomic,
         Relaxed, //
     },
-    workqueue::Queue,
+    workqueue::{
+        DelayedWork,
+        Queue, //
+    },
 };
 
 use super::ib;
@@ -66,4 +69,26 @@ pub(crate) fn queue() -> Option<&'static Queue> {
     // struct owns and drops only after everything that queues work on it (the debugfs
     // files, the devices) is gone; work queued by its own items is drained in its drop.
     Some(unsafe { Queue::from_raw(p) })
+}
+
+/// Cancels the delayed work `dwork` of `this`, waiting for it if it runs; a pending item's
+/// reference to `this` is given back.
+///
+/// # Safety
+///
+/// `dwork` is a field of `this`, and it is only ever queued by `enqueue_delayed` with an
+/// `Arc<T>` of `this` (its work item's pointer type is `Arc<T>`).
+pub(crate) unsafe fn cancel_delayed_sync<T, const ID: u64>(this: &T, dwork: &DelayedWork<T, ID>) {
+    // CAST: `DelayedWork` is `repr(transparent)` over `Opaque<delayed_work>`.
+    let raw = core::ptr::from_ref(dwork)
+        .cast_mut()
+        .cast::<bindings::delayed_work>();
+    // SAFETY: `raw` is an initialised delayed work, alive for the borrow of `this`.
+    let pending = unsafe { bindings::cancel_delayed_work_sync(raw) };
+    if pending {
+        // SAFETY: By the function's requirements, a pending item holds one reference to
+        // `this`, taken by `enqueue_delayed` with `Arc::into_raw` on an `Arc<T>` of it; it
+        // was cancelled before `run` could give it back, so it is given back here.
+        drop(unsafe { kernel::sync::Arc::from_raw(core::ptr::from_ref(this)) });
+    }
 }

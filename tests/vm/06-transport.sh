@@ -71,8 +71,8 @@ link_down_fails() {
 	ip link set veth_v1 up
 	veth_neigh || return 1
 	# Whichever comes first names the reason: the send that fails after its retries, or the
-	# ping that gives up at its timeout (which fails the connection: the peer still counts it).
-	dmesg_has "$VETH_ADDR0:[0-9]+ -> $VETH_ADDR1:[0-9]+: closing: ((send|receive) failed|a transfer gave up waiting for its peer)" ||
+	# ping that times out (which fails the connection: the peer still counts it).
+	dmesg_has "$VETH_ADDR0:[0-9]+ -> $VETH_ADDR1:[0-9]+: closing: ((send|receive) failed|transfer timed out|a transfer gave up waiting for its peer)" ||
 		{ cat "$CONNS"; return 1; }
 }
 

@@ -30,6 +30,8 @@ pub(crate) mod params;
 pub(crate) mod stats;
 #[path = "../../../src/wire.rs"]
 pub(crate) mod wire;
+#[path = "../../../src/xfer_state.rs"]
+pub(crate) mod xfer_state;
 
 #[cfg(test)]
 mod budget_tests;
@@ -53,3 +55,5 @@ mod params_tests;
 mod stats_tests;
 #[cfg(test)]
 mod wire_tests;
+#[cfg(test)]
+mod xfer_state_tests;
