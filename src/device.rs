@@ -29,6 +29,7 @@ use crate::{
     frag::Geometry,
     limits::DeviceAttrs,
     pool::Pool,
+    region::Region,
     verbs::{
         self,
         Pd, //
@@ -62,6 +63,12 @@ pub(crate) struct DevRes {
 }
 
 impl DevRes {
+    /// A region of `len` bytes at `offset` into its first page, mapped on this device and
+    /// planned in the device's registrations.
+    pub(crate) fn region(&self, offset: usize, len: usize) -> Result<Region> {
+        Region::new(&self.pd, self.geo, offset, len)
+    }
+
     /// The device name, for messages.
     pub(crate) fn name(&self) -> &str {
         self.name.to_str().unwrap_or("?")

@@ -657,9 +657,9 @@ fn transfer_all(
     board.done.lock().reserve(slots_n, GFP_KERNEL)?;
     let mut slots = KVec::with_capacity(slots_n, GFP_KERNEL)?;
     for index in 0..slots_n {
-        let src = Region::new(res, offset, len)?;
-        let sink = Region::new(res, offset, len)?;
-        let check = Region::new(res, offset, len)?;
+        let src = res.region(offset, len)?;
+        let sink = res.region(offset, len)?;
+        let check = res.region(offset, len)?;
         let wrs = src.spans().len() * 8;
         slots.push(
             Slot {

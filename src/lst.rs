@@ -302,7 +302,7 @@ pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
         for p in 0..n {
             let region = match t.op {
                 LstOp::Ping => None,
-                _ => match Region::new(run.iface.res(), t.offset as usize, t.size as usize) {
+                _ => match run.iface.res().region(t.offset as usize, t.size as usize) {
                     Ok(r) => Some(r),
                     Err(e) => {
                         run.record(p, 0, &Err(e));

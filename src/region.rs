@@ -9,7 +9,6 @@ use kernel::{
 };
 
 use crate::{
-    device::DevRes,
     frag::{
         self,
         Geometry,
@@ -20,11 +19,13 @@ use crate::{
         Invalidating,
         Registered, //
     },
+    pool::Pool,
     verbs::{
         Access,
         Buffer,
         DmaSgl,
         FrMr,
+        Pd,
         SendChain,
         SglSpan, //
     },
@@ -52,15 +53,11 @@ pub(crate) struct Region {
 }
 
 impl Region {
-    /// Allocates `len` bytes at `offset` into their first page and maps them on `res`.
-    pub(crate) fn new(res: &DevRes, offset: usize, len: usize) -> Result<Self> {
-        Self::new_in(res, offset, len, res.geo)
-    }
-
-    /// [`Region::new`], registered in pieces of `geo` (at most the device's MRs).
-    pub(crate) fn new_in(res: &DevRes, offset: usize, len: usize, geo: Geometry) -> Result<Self> {
+    /// Allocates `len` bytes at `offset` into their first page and maps them on `pd`'s
+    /// device, to be registered in pieces of `geo` (at most what the device's MRs map).
+    pub(crate) fn new(pd: &Pd, geo: Geometry, offset: usize, len: usize) -> Result<Self> {
         let buf = Buffer::new(offset, len)?;
-        let sgl = Arc::new(DmaSgl::new(res.pd.device(), buf)?, GFP_KERNEL)?;
+        let sgl = Arc::new(DmaSgl::new(pd.device(), buf)?, GFP_KERNEL)?;
         let segs = sgl.segs()?;
         let mut spans = KVec::new();
         let mut lens = KVec::new();
@@ -119,79 +116,83 @@ impl Region {
 
     /// Takes MRs from the pool, maps the plan and registers it with `access`, appending
     /// the REG_MRs to `chain`; the registered MRs go to `out`, in order. On failure nothing
-    /// is registered and the MRs are back in the pool.
+    /// is posted: the MRs not registered go back to the pool, those registered are
+    /// destroyed (see [`Region::register_taken`]).
     pub(crate) fn register(
         &self,
-        res: &DevRes,
+        pool: &Pool,
         access: Access,
         chain: &mut SendChain,
         out: &mut KVec<FrMr<Registered>>,
         wait_ms: Option<u32>,
     ) -> Result {
-        let free = self.take(res, 0, wait_ms)?;
-        self.register_taken(res, access, chain, out, free)
+        let free = self.take(pool, 0, wait_ms)?;
+        self.register_taken(pool, access, chain, out, free)
     }
 
     /// Takes the MRs the region needs from the pool, leaving `reserve` (see
     /// [`crate::pool::Pool::reserve`]), waiting up to `wait_ms` if given.
     pub(crate) fn take(
         &self,
-        res: &DevRes,
+        pool: &Pool,
         reserve: u32,
         wait_ms: Option<u32>,
     ) -> Result<KVec<FrMr<Free>>> {
         let n = self.nmrs();
         let mut free: KVec<FrMr<Free>> = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        res.pool.get_leaving(n, reserve, &mut free, wait_ms)?;
+        pool.get_leaving(n, reserve, &mut free, wait_ms)?;
         Ok(free)
     }
 
-    /// [`Region::register`] with MRs taken by [`Region::take`].
+    /// [`Region::register`] with MRs taken by [`Region::take`]. Each MR is mapped and
+    /// registered in turn, into `out` (whose room a transfer's record reserved: nothing is
+    /// allocated then); on failure those registered are destroyed rather than reused, their
+    /// REG_MRs never posted.
     pub(crate) fn register_taken(
         &self,
-        res: &DevRes,
+        pool: &Pool,
         access: Access,
         chain: &mut SendChain,
         out: &mut KVec<FrMr<Registered>>,
         mut free: KVec<FrMr<Free>>,
     ) -> Result {
         let n = self.nmrs();
-        let mut mapped = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        let mut err = None;
+        // Room the caller (a transfer's record) reserved already: no allocation then.
+        out.reserve(n as usize, GFP_KERNEL)?;
+        let start = out.len();
+        let mut r = Ok(());
         for s in self.spans.iter() {
             let Some(mr) = free.pop() else {
-                err = Some(EINVAL);
+                r = Err(EINVAL);
                 break;
             };
             match mr.map(&self.sgl_span(s)) {
-                Ok(m) => mapped.push(m, GFP_KERNEL)?,
+                Ok(m) => {
+                    let (reg, key) = pool.register(m);
+                    let appended = chain.reg(&reg, key, access);
+                    // Within the capacity reserved above.
+                    let _ = out.push(reg, GFP_NOWAIT);
+                    if let Err(e) = appended {
+                        r = Err(e);
+                        break;
+                    }
+                }
                 Err((mr, e)) => {
-                    res.pool.put_free(mr);
-                    err = Some(e);
+                    pool.put_free(mr);
+                    r = Err(e);
                     break;
                 }
             }
         }
         for mr in free.drain_all() {
-            res.pool.put_free(mr);
-        }
-        if let Some(e) = err {
-            for m in mapped.drain_all() {
-                res.pool.put_free(m.unmap());
-            }
-            return Err(e);
-        }
-        out.reserve(n as usize, GFP_KERNEL)?;
-        let mut r = Ok(());
-        for m in mapped.drain_all() {
-            let (reg, key) = res.pool.register(m);
-            r = r.and_then(|()| chain.reg(&reg, key, access));
-            out.push(reg, GFP_KERNEL)?;
+            pool.put_free(mr);
         }
         if r.is_err() {
             // Nothing was posted: give the MRs up rather than guess their state.
-            for reg in out.drain_all() {
-                res.pool.destroy(reg.into_handle());
+            while out.len() > start {
+                if let Some(reg) = out.pop() {
+                    pool.destroy(reg.into_handle());
+                }
             }
         }
         r
@@ -281,11 +282,13 @@ pub(crate) fn writes(
     local_lens: &[u64],
     remote: &[Reg],
 ) -> Result {
-    let mut rl = KVec::with_capacity(remote.len(), GFP_KERNEL)?;
-    for r in remote {
-        rl.push(u64::from(r.len), GFP_KERNEL)?;
+    // A message carries at most `MAX_REGS` registrations: no allocation per transfer.
+    let mut lens = [0u64; crate::wire::MAX_REGS];
+    let rl = lens.get_mut(..remote.len()).ok_or(EINVAL)?;
+    for (l, r) in rl.iter_mut().zip(remote) {
+        *l = u64::from(r.len);
     }
-    for p in frag::pieces(local_lens, &rl) {
+    for p in frag::pieces(local_lens, rl) {
         let dst = &remote[p.b];
         chain.rdma(
             crate::verbs::RdmaOp::Write,
@@ -302,7 +305,7 @@ pub(crate) fn writes(
 /// registrations, a fence, and the LOCAL_INVs of the local MRs. The registered MRs go to
 /// `local` until they are invalidating, then to `inv`.
 pub(crate) fn source_chain(
-    res: &DevRes,
+    pool: &Pool,
     region: &Region,
     remote: &[Reg],
     taken: KVec<FrMr<Free>>,
@@ -311,19 +314,19 @@ pub(crate) fn source_chain(
     inv: &mut KVec<FrMr<Invalidating>>,
 ) -> Result {
     if taken.is_empty() {
-        region.register(res, Access::LOCAL_READ, chain, local, None)?;
+        region.register(pool, Access::LOCAL_READ, chain, local, None)?;
     } else {
-        region.register_taken(res, Access::LOCAL_READ, chain, local, taken)?;
+        region.register_taken(pool, Access::LOCAL_READ, chain, local, taken)?;
     }
     writes(chain, local, region.lens(), remote)?;
     chain.fence();
-    invalidate(res, local, None, chain, inv)
+    invalidate(pool, local, None, chain, inv)
 }
 
 /// Invalidates every MR of `regs` except the one whose rkey the peer invalidated; the
 /// LOCAL_INVs go to `chain`, the MRs (all `Invalidating` or done) to `inv`/`done`.
 pub(crate) fn invalidate(
-    res: &DevRes,
+    pool: &Pool,
     regs: &mut KVec<FrMr<Registered>>,
     remote_inv: Option<u32>,
     chain: &mut SendChain,
@@ -331,16 +334,16 @@ pub(crate) fn invalidate(
 ) -> Result {
     for reg in regs.drain_all() {
         let reg = match remote_inv {
-            Some(rkey) => match res.pool.remotely_invalidated(reg, rkey) {
+            Some(rkey) => match pool.remotely_invalidated(reg, rkey) {
                 Ok(done) => {
-                    res.pool.put(done);
+                    pool.put(done);
                     continue;
                 }
                 Err(reg) => reg,
             },
             None => reg,
         };
-        let (i, rkey) = res.pool.invalidate(reg);
+        let (i, rkey) = pool.invalidate(reg);
         chain.local_inv(&i, rkey)?;
         inv.push(i, GFP_KERNEL)?;
     }

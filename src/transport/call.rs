@@ -82,7 +82,7 @@ impl Conn {
 
     /// PUT of `len` bytes at `offset` into the first page of a new buffer, fully checked.
     pub(crate) fn put(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
-        let region = Region::new(&self.iface.res, offset, len)?;
+        let region = self.iface.res.region(offset, len)?;
         let req = Request::Put {
             seed: self.iface.seed(),
             check: Check::Full,
@@ -92,7 +92,7 @@ impl Conn {
 
     /// GET of `len` bytes into a new buffer at `offset` into its first page, fully checked.
     pub(crate) fn get(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
-        let region = Region::new(&self.iface.res, offset, len)?;
+        let region = self.iface.res.region(offset, len)?;
         let req = Request::Get {
             seed: self.iface.seed(),
             check: Check::Full,

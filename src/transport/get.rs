@@ -27,7 +27,7 @@ impl Conn {
                     st,
                     Post::Msg,
                     |chain| {
-                        rg.register_taken(&res, access, chain, &mut local, taken)?;
+                        rg.register_taken(&res.pool, access, chain, &mut local, taken)?;
                         Ok(Some(region::advertise(&local)?))
                     },
                     |r| Body::GetReq {
@@ -78,8 +78,14 @@ impl Conn {
         if inv_all {
             // The peer killed the only key: nothing to post.
             let mut none = KVec::new();
-            if region::invalidate(&res, &mut x.local, inv, &mut SendChain::empty(), &mut none)
-                .is_err()
+            if region::invalidate(
+                &res.pool,
+                &mut x.local,
+                inv,
+                &mut SendChain::empty(),
+                &mut none,
+            )
+            .is_err()
             {
                 return Err("remote invalidation of an unknown rkey");
             }

@@ -85,6 +85,29 @@ impl Iface {
 }
 
 impl Iface {
+    /// Test hook ([`Misbehave::UnknownDone`]): the cookie a PUT's DONE names, `cookie`
+    /// unless the interface is armed to name one the sink does not know.
+    pub(super) fn done_cookie(&self, cookie: u64) -> u64 {
+        match self.hook(Misbehave::UnknownDone) {
+            true => cookie ^ (1 << 62),
+            false => cookie,
+        }
+    }
+
+    /// Test hooks of a GET served with the peer's `regs`, about to invalidate `remote_inv`
+    /// remotely: [`Misbehave::BogusInv`] names another of its registrations instead;
+    /// [`Misbehave::RecordGet`] keeps them (for [`Fault::StaleGet`]).
+    pub(super) fn serving_get(&self, regs: &Regs, remote_inv: Option<u32>) -> Option<u32> {
+        let mut remote_inv = remote_inv;
+        if regs.as_slice().len() > 1 && self.hook(Misbehave::BogusInv) {
+            remote_inv = regs.as_slice().last().map(|r| r.rkey);
+        }
+        if self.hook(Misbehave::RecordGet) {
+            *self.served_get.lock() = Some(*regs);
+        }
+        remote_inv
+    }
+
     /// Test hook ([`Fault::StaleRkey`]): the registrations of the sink of the PUT just done.
     pub(super) fn record_put(&self, regs: Regs) {
         *self.recorded_put.lock() = Some(regs);
@@ -92,6 +115,18 @@ impl Iface {
 }
 
 impl Conn {
+    /// Test hook ([`Misbehave::DupDone`]): a second DONE for the GET served as `cookie`.
+    pub(super) fn dup_done(&self, st: &mut ConnState, cookie: u64) {
+        if self.iface.hook(Misbehave::DupDone) {
+            let done = Body::Done {
+                get: true,
+                cookie,
+                status: 0,
+            };
+            let _ = self.send_locked(st, done, false);
+        }
+    }
+
     /// Test hook ([`Misbehave::Flood`]): a request goes out beyond the queue depth.
     pub(super) fn flood(&self) -> bool {
         self.iface.armed(Misbehave::Flood) && self.iface.hook(Misbehave::Flood)
@@ -140,7 +175,7 @@ impl Conn {
             }
         };
         let size = usize::try_from(old.bytes()).map_err(|_| EINVAL)?;
-        let region = Region::new(&res, 0, size)?;
+        let region = res.region(0, size)?;
         let r = self.stale_write(&res, &region, &old, timeout_ms);
         let rkey = old.as_slice().first().map_or(0, |r| r.rkey);
         match r? {
@@ -172,7 +207,9 @@ impl Conn {
     /// A buffer too large to go inline on this connection (at least 4 KiB).
     fn registered_region(&self) -> Result<Region> {
         let inline = self.st.lock().params.map_or(0, |p| p.max_inline);
-        Region::new(&self.iface.res, 0, (usize::from(inline) + 1).max(4096))
+        self.iface
+            .res
+            .region(0, (usize::from(inline) + 1).max(4096))
     }
 
     /// The write of [`Conn::fault`] with the sink's old registrations `old`: whether its
@@ -204,7 +241,7 @@ impl Conn {
             Post::Noop,
             |chain| {
                 let (remote, none) = (old.as_slice(), KVec::new());
-                region::source_chain(res, region, remote, none, chain, &mut local, &mut inv)?;
+                region::source_chain(&res.pool, region, remote, none, chain, &mut local, &mut inv)?;
                 Ok(None)
             },
             |_| Body::Noop,

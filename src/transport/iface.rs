@@ -16,7 +16,7 @@ impl Iface {
             }
         }
         drop(spare);
-        Region::new_in(&self.res, 0, size, geo)
+        Region::new(&self.res.pd, geo, 0, size)
     }
 
     /// Keeps a served transfer's buffer for the next one of its size; the oldest go when

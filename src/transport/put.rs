@@ -56,10 +56,7 @@ impl Conn {
         let res = self.iface.res.clone();
         let regs = st.xfers[i].regs;
         let cookie = st.xfers[i].cookie;
-        let sink_cookie = match self.iface.hook(Misbehave::UnknownDone) {
-            true => st.xfers[i].sink_cookie ^ (1 << 62),
-            false => st.xfers[i].sink_cookie,
-        };
+        let sink_cookie = self.iface.done_cookie(st.xfers[i].sink_cookie);
         let remote_inv = Self::remote_inv(st)
             .then(|| regs.as_slice().first().map(|r| r.rkey))
             .flatten();
@@ -75,7 +72,7 @@ impl Conn {
                 Post::Msg,
                 |chain| {
                     region::source_chain(
-                        &res,
+                        &res.pool,
                         r,
                         regs.as_slice(),
                         taken,

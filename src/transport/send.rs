@@ -253,7 +253,7 @@ impl Conn {
             st,
             Post::Local,
             |chain| {
-                region::invalidate(res, regs, inv, chain, pending)?;
+                region::invalidate(&res.pool, regs, inv, chain, pending)?;
                 Ok(None)
             },
             |_| Body::Noop,

@@ -44,7 +44,7 @@ impl Conn {
                     st,
                     Post::Msg,
                     |chain| {
-                        region.register(&res, access, chain, &mut regs, None)?;
+                        region.register(&res.pool, access, chain, &mut regs, None)?;
                         let mut adv = region::advertise(&regs)?;
                         if short {
                             adv.shorten();
@@ -100,13 +100,8 @@ impl Conn {
         let res = self.iface.res.clone();
         let mut local = KVec::new();
         let mut inv = KVec::new();
-        let mut remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
-        if regs.as_slice().len() > 1 && self.iface.hook(Misbehave::BogusInv) {
-            remote_inv = regs.as_slice().last().map(|r| r.rkey);
-        }
-        if self.iface.hook(Misbehave::RecordGet) {
-            *self.iface.served_get.lock() = Some(*regs);
-        }
+        let remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
+        let remote_inv = self.iface.serving_get(regs, remote_inv);
         let geo = self.iface.res.geo;
         let r = self
             .iface
@@ -120,7 +115,7 @@ impl Conn {
                     |chain| {
                         let (remote, none) = (regs.as_slice(), KVec::new());
                         region::source_chain(
-                            &res, &region, remote, none, chain, &mut local, &mut inv,
+                            &res.pool, &region, remote, none, chain, &mut local, &mut inv,
                         )?;
                         Ok(None)
                     },
@@ -135,14 +130,7 @@ impl Conn {
             });
         match r {
             Ok((slot, region)) => {
-                if self.iface.hook(Misbehave::DupDone) {
-                    let done = Body::Done {
-                        get: true,
-                        cookie,
-                        status: 0,
-                    };
-                    let _ = self.send_locked(st, done, false);
-                }
+                self.dup_done(st, cookie);
                 st.tagged.push(
                     Tagged {
                         slot,
@@ -233,8 +221,14 @@ impl Conn {
         let mut regs = core::mem::take(&mut sink.regs);
         if regs.len() == 1 && inv.is_some() {
             // The only registration was invalidated by the peer (checked by the caller).
-            region::invalidate(&res, &mut regs, inv, &mut SendChain::empty(), &mut pending)
-                .map_err(|_| "out of memory")?;
+            region::invalidate(
+                &res.pool,
+                &mut regs,
+                inv,
+                &mut SendChain::empty(),
+                &mut pending,
+            )
+            .map_err(|_| "out of memory")?;
             let r = self.check_sink(st, &sink.region, sink.how);
             self.iface.recycle(sink.region);
             return r.map_err(|_| "out of memory");
