@@ -169,7 +169,7 @@ pub(crate) enum Ctl<'a> {
         /// Transfers.
         count: u32,
     },
-    /// `fault LOCAL PEER magic|regs|length|stale_rkey|stale_get`: test hooks. The first
+    /// `fault LOCAL PEER magic|regs|length|credits|stale_rkey|stale_get`: test hooks. The first
     /// three send a GET whose request is corrupted that way (the peer must close the
     /// connection); `stale_rkey` does a PUT, then RDMA-writes with the sink's old rkey;
     /// `stale_get` RDMA-writes with the registrations of the last GET that LOCAL served to
@@ -191,7 +191,7 @@ pub(crate) enum Ctl<'a> {
         /// Transfers to corrupt.
         n: u32,
     },
-    /// `misbehave LOCAL short|unknown_done|dup_done|record_get|bogus_inv|flood [N]`: test
+    /// `misbehave LOCAL short|unknown_done|dup_done|record_get|bogus_inv|flood|credits [N]`: test
     /// hook: the next N times
     /// (default 1) interface LOCAL is in that role it misbehaves towards its peer, as a
     /// hostile peer would (see [`crate::wire::Misbehave`]). 0 disarms it.
@@ -313,6 +313,7 @@ impl<'a> Ctl<'a> {
                     Some("magic") => Fault::Mangle(crate::wire::Mangle::Magic),
                     Some("regs") => Fault::Mangle(crate::wire::Mangle::Regs),
                     Some("length") => Fault::Mangle(crate::wire::Mangle::Length),
+                    Some("credits") => Fault::Mangle(crate::wire::Mangle::Credits),
                     Some("stale_rkey") => Fault::StaleRkey,
                     Some("stale_get") => Fault::StaleGet,
                     _ => return Err("unknown fault"),

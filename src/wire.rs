@@ -227,6 +227,9 @@ pub(crate) enum Misbehave {
     BogusInv = 5,
     /// As a client, start requests beyond the negotiated queue depth.
     Flood = 6,
+    /// As the source of an inline GET, claim more credits than the queue depth in its
+    /// GET_DATA.
+    Credits = 7,
 }
 
 impl Misbehave {
@@ -239,17 +242,19 @@ impl Misbehave {
             Misbehave::RecordGet => "record_get",
             Misbehave::BogusInv => "bogus_inv",
             Misbehave::Flood => "flood",
+            Misbehave::Credits => "credits",
         }
     }
 
     /// Every misbehaviour.
-    pub(crate) const ALL: [Misbehave; 6] = [
+    pub(crate) const ALL: [Misbehave; 7] = [
         Misbehave::Short,
         Misbehave::UnknownDone,
         Misbehave::DupDone,
         Misbehave::RecordGet,
         Misbehave::BogusInv,
         Misbehave::Flood,
+        Misbehave::Credits,
     ];
 
     /// Parses a name.
@@ -1022,6 +1027,8 @@ pub(crate) enum Mangle {
     Regs,
     /// Claim 4 bytes more than were sent.
     Length,
+    /// Return more credits than any queue depth allows (255).
+    Credits,
 }
 
 /// Applies `m` to the message of `len` bytes in `buf`.
@@ -1041,5 +1048,6 @@ pub(crate) fn mangle(m: Mangle, buf: &mut [u8]) {
             let len = get_u32(buf, 8).wrapping_add(4);
             put(buf, 8, &len.to_le_bytes());
         }
+        Mangle::Credits => buf[7] = u8::MAX,
     }
 }

@@ -108,6 +108,14 @@ impl Iface {
         remote_inv
     }
 
+    /// Test hook ([`Misbehave::Credits`]): the GET_DATA about to go claims more credits
+    /// than any queue depth allows.
+    pub(super) fn mangle_get_data(&self, st: &mut ConnState) {
+        if self.hook(Misbehave::Credits) {
+            st.mangle = Some(wire::Mangle::Credits);
+        }
+    }
+
     /// Test hook ([`Fault::StaleRkey`]): the registrations of the sink of the PUT just done.
     pub(super) fn record_put(&self, regs: Regs) {
         *self.recorded_put.lock() = Some(regs);

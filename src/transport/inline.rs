@@ -106,6 +106,7 @@ impl Conn {
             status: 0,
             len,
         };
+        self.iface.mangle_get_data(st);
         let iface = &self.iface;
         self.send_inline_locked(st, body, |d| {
             region::fill_bytes(d, seed, check);

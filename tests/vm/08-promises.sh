@@ -69,7 +69,7 @@ clean_unload() {
 }
 
 DEPTHS=(1 254 255 256)
-ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 13 + 9 + 6 + 7 + 6 + 1))
+ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 13 + 4 + 9 + 6 + 7 + 6 + 1))
 
 check "veth pair with two rxe devices" veth_up
 
@@ -153,6 +153,23 @@ check "  a client starting more transfers than the queue depth: the server close
 check "  traffic goes on, on new connections" \
 	run_clean 16 brw write --from $A --peer $B --size 64k --check full --concurrency 4 --count 16
 check "  no kernel errors" no_kernel_errors
+check "  rmmod, nothing left" clean_unload
+
+# An inline GET's answer that fails the credit check: the message is refused before its
+# data is taken (the copy into the requester's buffer happens only once every check
+# passed), the connection closes naming why, and the GET fails rather than succeed with
+# data nobody checked.
+bad_credits() {
+	dmesg_mark
+	ctl misbehave $B credits 1 || return 1
+	"$LST" --json brw read --from $A --peer $B --size 1000 --check full --count 1 >$OUT
+	ctl misbehave $B credits 0
+	expect "r['ops'] == 0 and r['errors'] == 1 and r['corrupt'] == 0" &&
+		dmesg_has "invalid message: more credits than the queue depth"
+}
+check "inline (max_inline=4096): load" load timeout=5
+check "  interfaces on the pair" pair
+check "  a source whose GET_DATA returns 255 credits: refused, closed, the GET fails" bad_credits
 check "  rmmod, nothing left" clean_unload
 
 # A sink that cuts its buffer into more registrations than the source's MRs (one page

@@ -269,6 +269,7 @@ fn misbehave_and_fault_commands() {
         ("magic", Fault::Mangle(Mangle::Magic)),
         ("regs", Fault::Mangle(Mangle::Regs)),
         ("length", Fault::Mangle(Mangle::Length)),
+        ("credits", Fault::Mangle(Mangle::Credits)),
         ("stale_rkey", Fault::StaleRkey),
         ("stale_get", Fault::StaleGet),
     ] {

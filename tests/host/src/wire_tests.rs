@@ -333,6 +333,7 @@ fn test_corruptions_are_refused_for_the_right_reason() {
         (Mangle::Magic, WireError::Magic),
         (Mangle::Regs, WireError::Limit),
         (Mangle::Length, WireError::Length),
+        (Mangle::Credits, WireError::Credits),
     ] {
         let n = encode(&m, &mut out, false).unwrap();
         mangle(k, &mut out[..n]);
