@@ -15,14 +15,17 @@
 //! always return credits to each other.
 //!
 //! Work that must not run in a completion or rdma_cm handler (draining a QP, destroying an
-//! endpoint, reconnecting) is done by the thread that asked for the connection, or by the
-//! interface's teardown; handlers only record what happened and wake it.
+//! endpoint, reconnecting) is done by the connect attempt's worker, or by the interface's
+//! teardown; handlers only record what happened and wake it. Transfers never wait in a
+//! thread: they are records advanced by the handlers ([`xfer`]).
 //!
 //! This file holds the objects and their invariants; their behaviour is split by concern:
 //! [`iface`] (interfaces, connecting to a peer), [`lifecycle`] (a connection's setup,
 //! failure and teardown), [`cm_handler`] (rdma_cm events), [`send`] and [`recv`] (messages,
-//! credits, completions), [`xfer`] (transfer records, room, waits, the tick), [`put`] and
-//! [`get`] (the transfers this side starts), [`serve`] (the transfers it serves for a peer),
+//! credits, completions), [`xfer`] (transfer records advanced by events, room, reporting,
+//! the tick), [`call`] (the synchronous API), [`dial`] (transfers waiting for their peer's
+//! connection), [`put`] and [`get`] (the steps of the transfers this side starts),
+//! [`serve`] (the transfers it serves for a peer),
 //! [`inline`] (small transfers carried in the messages, both sides),
 //! [`hooks`] (test hooks), [`show`] (debugfs output) and [`ifaces`] (the node's interfaces).
 
