@@ -44,6 +44,8 @@ for phase in 0 1; do
 			matrix_points "client: brw $op check=full" "$SIZE_LIST" $OFFSETS 1
 		done
 		barrier "split$phase"
+		# The server counts its registrations before this client's PUTs start.
+		barrier "split$phase-go"
 		# Offsets at a 4 KiB page but inside a 64 KiB one, and the other way round.
 		check "client: brw write $MAX at offsets 0,4096,61440,65536 (the sink splits more)" \
 			run_clean 16 brw write --peer "$PEER" --size $MAX --offset 0,4096,61440,65536 \
@@ -51,7 +53,10 @@ for phase in 0 1; do
 		barrier "split$phase-done"
 	else
 		barrier "split$phase"
+		# Read before the client is let go: read after the barrier that released it, the
+		# count once already held the first PUT's registrations (30 of 32 counted).
 		regs0=$(pool_count registrations)
+		barrier "split$phase-go"
 		barrier "split$phase-done"
 		regs1=$(pool_count registrations)
 		# 16 PUTs of 4 MiB: one registration each on 64 KiB pages (MRs of 65 pages); a
