@@ -104,7 +104,7 @@ impl Iface {
             st.pending.iter().filter(|p| p.peer == peer).count()
         };
         for _ in 0..n {
-            let p = {
+            let mut p = {
                 let mut st = self.st.lock();
                 let Some(i) = st.pending.iter().position(|p| p.peer == peer) else {
                     break;
@@ -121,23 +121,17 @@ impl Iface {
                     continue;
                 }
             };
-            let Pending {
-                req,
-                region,
-                timeout_ms,
-                client,
-                token,
-                start,
-                ..
-            } = p;
-            let submitted = conn.submit(req, region, timeout_ms, client.clone(), token, false);
+            let submitted = conn.submit(
+                p.req,
+                p.region.take(),
+                p.timeout_ms,
+                p.client.clone(),
+                p.token,
+                false,
+            );
             if let Err((e, region)) = submitted {
-                let o = Outcome {
-                    region,
-                    result: Err(e),
-                    usecs: start.elapsed().as_micros_ceil() as u64,
-                };
-                client.done(&client, token, o);
+                p.region = region;
+                p.fail(e);
             }
         }
     }
