@@ -10,6 +10,7 @@ mod budget;
 mod client;
 mod command;
 mod conn_state;
+mod dial_state;
 mod credits;
 mod device;
 mod frag;

@@ -230,9 +230,8 @@ pub(crate) fn check_accept(asked: &ConnParams, granted: &ConnParams) -> bool {
 
 /// Two nodes connecting to each other at once: the side with the larger `(address, port)`
 /// keeps its active connection and rejects the other's request with [`Reason::Race`]; the
-/// smaller accepts. Deterministic, and the same answer on both sides.
-// Used once connections are kept per peer and raced; the host tests exercise it now.
-#[allow(dead_code)]
+/// smaller accepts. Deterministic, and the same answer on both sides; an interface
+/// connecting to itself never wins against itself, so it accepts its own request.
 pub(crate) fn wins_race(local: (u32, u16), remote: (u32, u16)) -> bool {
     local > remote
 }

@@ -222,6 +222,20 @@ impl CmHandler for Ctx {
                 if ist.closed {
                     return Err(ENODEV);
                 }
+                if let Some(from) = peer_iface.filter(|f| iface.refuses_race(&ist, *f)) {
+                    drop(ist);
+                    // This side's own connection to that interface goes on, and serves
+                    // both directions; the peer's attempt finds it established.
+                    iface.rejects_sent.count(Reason::Race);
+                    pr_info!(
+                        "{} <- {}: rejecting: race (connecting to {} already)\n",
+                        iface.addr,
+                        peer,
+                        from
+                    );
+                    let _ = req.reject(&me.params(0, Reason::Race as u8).encode());
+                    return Err(EINVAL);
+                }
                 let accepted = iface.accepted(&ist);
                 if accepted >= iface.max_conns {
                     drop(ist);
@@ -264,6 +278,9 @@ impl CmHandler for Ctx {
                         drop(ep);
                         // Within the capacity reserved above.
                         let _ = ist.conns.push(conn.clone(), GFP_NOWAIT);
+                        if let Some(from) = peer_iface {
+                            iface.lost_race(&mut ist, from, &conn);
+                        }
                         drop(ist);
                         iface.close_stale(&conn, granted.dst_stamp);
                         Ok(())

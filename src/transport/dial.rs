@@ -1,11 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Transfers to a peer with no established connection: they wait on the peer, not in a
-//! thread (as o2iblnd's `ibp_tx_queue`). The first one starts the one connect attempt to
-//! that peer, on the module's workqueue; when it ends, every transfer waiting on the peer
-//! is submitted on the new connection, or reported with the error.
+//! Connecting to peers: per-peer state ([`crate::dial_state`]) advanced by events, not a
+//! thread per attempt or per transfer.
+//!
+//! Transfers to a peer with no established connection wait on the peer (as o2iblnd's
+//! `ibp_tx_queue`); synchronous callers wait for the peer's run to end. The interface's
+//! dial work item ([`Iface::run_dials`]) advances every peer's run: it is kicked when a
+//! transfer wants a peer, when a connection is established or goes down, by a pause's
+//! timer and by the tick (a round's timeout). It starts rounds (new connections, which
+//! rdma_cm advances in their handlers), observes their outcome, and releases whoever waits.
+//! No interface-wide lock is held across an attempt or a pause: a dead or rejecting peer
+//! delays no other.
+//!
+//! Two interfaces connecting to each other at once end with one connection: a request
+//! from a peer this side is connecting to is refused with [`Reason::Race`] by the side
+//! that wins [`negotiate::wins_race`]; the other accepts it, and its own rejected attempt
+//! finds the peer's connection established ([`Iface::established`] counts connections in
+//! both directions).
 
 use super::*;
+use crate::dial_state::{
+    self,
+    Action as DAction,
+    Dial,
+    Down,
+    Event as DEvent,
+    Phase, //
+};
 
 /// A transfer waiting for its peer's connection.
 pub(super) struct Pending {
@@ -30,7 +51,74 @@ impl Pending {
     }
 }
 
+/// Connecting to one peer.
+pub(super) struct PeerDial {
+    pub(super) peer: SockAddr,
+    pub(super) d: Dial,
+    /// What the next round asks for (lowered by rejects within a run).
+    asked: ConnParams,
+    /// The round's connection: this side's attempt, or one the peer is making to it.
+    pub(super) conn: Option<Arc<Conn>>,
+    /// Someone wants the peer and the dial work has not seen it yet.
+    want: bool,
+    /// Runs ended, and how the last one did (for synchronous callers).
+    runs: u64,
+    last: Result,
+}
+
+/// What [`Iface::run_dials`] does once the interface's lock is dropped.
+struct Todo {
+    /// Rounds to start: the peer, the parameters, the round.
+    starts: KVec<(SockAddr, ConnParams, u32)>,
+    /// Runs that ended: whoever waits on the peer is released with the outcome.
+    ends: KVec<(SockAddr, Result<Arc<Conn>>)>,
+    /// Connections of rounds that ended, to tear down.
+    drops: KVec<(Arc<Conn>, &'static str)>,
+    /// When to run again (milliseconds of [`Iface::now_ms`]).
+    wake: Option<u64>,
+}
+
 impl Iface {
+    /// Milliseconds since the interface was created (the dial state's clock).
+    fn now_ms(&self) -> u64 {
+        self.born.elapsed().as_millis().max(0) as u64
+    }
+
+    /// Runs the dial work soon (or after `delay`).
+    pub(super) fn kick_dials(self: &Arc<Self>, delay: Option<kernel::time::Jiffies>) {
+        let Some(wq) = verbs::module_wq() else { return };
+        // Already queued: it will see what this wanted it to see.
+        match delay {
+            None => {
+                let _ = wq.enqueue::<_, 0>(self.clone());
+            }
+            Some(d) => {
+                let _ = wq.enqueue_delayed::<_, 1>(self.clone(), d);
+            }
+        }
+    }
+
+    /// The dial of `peer`, created if needed.
+    fn dial_of<'a>(&self, st: &'a mut IfaceState, peer: SockAddr) -> Result<&'a mut PeerDial> {
+        let i = match st.dials.iter().position(|d| d.peer == peer) {
+            Some(i) => i,
+            None => {
+                let d = PeerDial {
+                    peer,
+                    d: Dial::new(),
+                    asked: self.local().params(0, 0),
+                    conn: None,
+                    want: false,
+                    runs: 0,
+                    last: Ok(()),
+                };
+                st.dials.push(d, GFP_KERNEL)?;
+                st.dials.len() - 1
+            }
+        };
+        Ok(&mut st.dials[i])
+    }
+
     /// Submits `req` to `peer` (see [`crate::api::submit`]): on the established connection
     /// if there is one, otherwise queued on the peer until it is connected.
     #[allow(clippy::too_many_arguments)]
@@ -62,47 +150,352 @@ impl Iface {
             token,
             start: Instant::now(),
         };
-        let dial = {
+        {
             let mut st = self.st.lock();
             if st.closed {
                 return Err(ENODEV);
             }
-            st.pending.push(p, GFP_KERNEL)?;
-            // The first transfer waiting on the peer starts the attempt.
-            if st.dialing.contains(&peer) {
-                false
-            } else {
-                st.dialing.push(peer, GFP_KERNEL).is_ok()
-            }
-        };
-        if dial {
-            let wq = verbs::module_wq().ok_or(ENODEV)?;
-            let iface = self.clone();
-            if let Err(e) = wq.try_spawn(GFP_KERNEL, move || iface.dial(peer)) {
-                // Nothing will connect: whoever waits on the peer (this one included) is
-                // told now.
-                self.release(peer, Err(e.into()));
-            }
+            // Room first: a transfer is queued only on a peer that is dialled.
+            st.pending.reserve(1, GFP_KERNEL)?;
+            self.dial_of(&mut st, peer)?.want = true;
+            // Within the capacity reserved above.
+            let _ = st.pending.push(p, GFP_NOWAIT);
         }
+        self.kick_dials(None);
         Ok(())
     }
 
-    /// Connects to `peer` (on the module's workqueue) and releases the transfers waiting
-    /// on it.
-    fn dial(self: Arc<Self>, peer: SockAddr) {
-        let r = self.connect(peer);
-        self.release(peer, r);
+    /// The established connection to `peer`, connecting (and negotiating) if needed, for
+    /// callers that may sleep (the control commands). Waits for the peer's run to end; a
+    /// signal ends the wait.
+    ///
+    /// After a failed run, runs within the backoff ([`conn_state::backoff_ms`] of the
+    /// consecutive failures) fail at once with the same error, so callers that retry in a
+    /// loop do not hammer an unreachable peer.
+    pub(crate) fn connect(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
+        let runs = {
+            let mut st = self.st.lock();
+            if let Some(c) = Self::established_in(&st, peer)? {
+                return Ok(c);
+            }
+            let d = self.dial_of(&mut st, peer)?;
+            d.want = true;
+            d.runs
+        };
+        self.kick_dials(None);
+        let mut st = self.st.lock();
+        loop {
+            if let Some(c) = Self::established_in(&st, peer)? {
+                return Ok(c);
+            }
+            match st.dials.iter().find(|d| d.peer == peer) {
+                Some(d) if d.runs != runs => {
+                    // Connected, and already down again: as refused.
+                    d.last?;
+                    return Err(refused());
+                }
+                Some(_) => {}
+                None => return Err(ENODEV),
+            }
+            if self.connected.wait_interruptible(&mut st) {
+                return Err(ERESTARTSYS);
+            }
+        }
     }
 
-    /// The connect attempt to `peer` ended with `r`: the transfers waiting on the peer are
-    /// submitted on the connection, or reported with the error. Only those that waited
-    /// when it ended: a client that submits again from its callback is not looped on.
-    fn release(&self, peer: SockAddr, r: Result<Arc<Conn>>) {
-        let n = {
-            let mut st = self.st.lock();
-            st.dialing.retain(|p| *p != peer);
-            st.pending.iter().filter(|p| p.peer == peer).count()
+    /// The dial work: advances every peer's run (see the file's documentation).
+    pub(super) fn run_dials(self: &Arc<Self>) {
+        // One run at a time (the work item and its delayed twin may run at once); it is
+        // held across rounds being started, never across a round or a pause.
+        let _one = self.dialer.lock();
+        let mut todo = Todo {
+            starts: KVec::new(),
+            ends: KVec::new(),
+            drops: KVec::new(),
+            wake: None,
         };
+        let closed = {
+            let mut st = self.st.lock();
+            if !st.closed {
+                self.advance(&mut st, &mut todo);
+            }
+            st.closed
+        };
+        if closed {
+            // [`Iface::shutdown`] released everyone; nothing is armed any more.
+            return;
+        }
+        for (c, why) in todo.drops.drain_all() {
+            let conn = c.clone();
+            // Off this work: a teardown drains the QP and may wait for the device.
+            if !c.iface.res.spawn(move || conn.teardown(why)) {
+                c.teardown(why);
+            }
+        }
+        for (peer, asked, round) in todo.starts.drain_all() {
+            self.start_round(peer, asked, round);
+        }
+        let mut ended = false;
+        for (peer, r) in todo.ends.drain_all() {
+            self.release(peer, r);
+            ended = true;
+        }
+        if ended {
+            self.connected.notify_all();
+        }
+        if let Some(at) = todo.wake {
+            let ms = at.saturating_sub(self.now_ms());
+            let ms = u32::try_from(ms).unwrap_or(u32::MAX).saturating_add(1);
+            self.kick_dials(Some(msecs_to_jiffies(ms).saturating_add(1)));
+        }
+    }
+
+    /// Applies to every dial what happened: wants, its round's connection's fate, time.
+    fn advance(&self, st: &mut IfaceState, todo: &mut Todo) {
+        let now = self.now_ms();
+        for i in 0..st.dials.len() {
+            let peer = st.dials[i].peer;
+            let up = Self::established_in(st, peer).ok().flatten();
+            let passive = Self::passive_in(&st.conns, peer);
+            let conns = &mut st.conns;
+            let d = &mut st.dials[i];
+            let mut events = [None; 3];
+            if core::mem::take(&mut d.want) {
+                if !d.d.busy() && up.is_some() {
+                    // Connected meanwhile (by this side or the peer): nothing to run.
+                    d.d = Dial::new();
+                    Self::end(d, todo, up.clone().ok_or_else(not_connected));
+                    continue;
+                }
+                events[0] = Some(DEvent::Want);
+            }
+            // The peer connected (by either side's connection), or the round's connection
+            // went down.
+            events[1] = match (&up, &d.conn) {
+                (Some(_), _) if d.d.busy() => Some(DEvent::Up),
+                (_, Some(c)) if matches!(c.state(), State::Closing | State::Closed) => {
+                    Some(DEvent::Down(self.down(c, &mut d.asked)))
+                }
+                _ => None,
+            };
+            events[2] = Some(DEvent::Tick);
+            for ev in events.into_iter().flatten() {
+                if matches!(ev, DEvent::Down(_)) {
+                    if let Some(c) = d.conn.take() {
+                        Self::drop_round(conns, todo, c, "connect failed");
+                    }
+                }
+                match d.d.on(ev, now) {
+                    DAction::None => {}
+                    DAction::Attempt { round } => {
+                        if round == 0 {
+                            d.asked = self.local().params(0, 0);
+                        }
+                        // The peer is connecting to this side: this round waits for that
+                        // connection rather than racing it.
+                        d.conn = passive.clone();
+                        if d.conn.is_none() {
+                            // Without memory the round's timeout ends the run.
+                            let _ = todo.starts.push((peer, d.asked, round), GFP_KERNEL);
+                        }
+                    }
+                    DAction::Connected => {
+                        d.conn = None;
+                        Self::end(d, todo, up.clone().ok_or_else(not_connected));
+                    }
+                    DAction::Fail(e) => {
+                        let e = Error::from_errno(-e);
+                        // A want answered from the backoff is not a new failure to log.
+                        if ev != DEvent::Want {
+                            pr_err!("{} -> {}: connecting failed: {:?}\n", self.addr, peer, e);
+                        }
+                        Self::end(d, todo, Err(e));
+                    }
+                    DAction::GiveUp => {
+                        if let Some(c) = d.conn.take() {
+                            pr_err!(
+                                "{} -> {}: connect timed out ({})\n",
+                                self.addr,
+                                peer,
+                                c.state().name()
+                            );
+                            Self::drop_round(conns, todo, c, "connect timed out");
+                        }
+                        Self::end(d, todo, Err(ETIMEDOUT));
+                    }
+                    DAction::WakeAt(t) => {
+                        todo.wake = Some(todo.wake.map_or(t, |w| w.min(t)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A round's connection `c` is over: out of the interface's list, to be torn down
+    /// (unless [`Iface::reap`] took it first: whoever takes it out tears it down).
+    fn drop_round(
+        conns: &mut KVec<Arc<Conn>>,
+        todo: &mut Todo,
+        c: Arc<Conn>,
+        why: &'static str,
+    ) {
+        if todo.drops.reserve(1, GFP_KERNEL).is_err() {
+            // Without memory: failed, and left to [`Iface::reap`].
+            c.fail(why);
+            return;
+        }
+        if let Some(i) = conns.iter().position(|x| Arc::ptr_eq(x, &c)) {
+            let _ = conns.remove(i);
+            // Within the capacity reserved above.
+            let _ = todo.drops.push((c, why), GFP_NOWAIT);
+        }
+    }
+
+    /// How `c`, a round's connection, went down; `asked` takes what the next round asks.
+    fn down(&self, c: &Conn, asked: &mut ConnParams) -> Down {
+        let mut cst = c.st.lock();
+        let err = cst.connect_err.map(Error::from_errno).unwrap_or(refused());
+        if !c.active {
+            // The peer's connection to this side failed: this side tries itself.
+            return Down::Again;
+        }
+        match cst.retry.take() {
+            Some(Retry::With(lower)) => {
+                pr_info!(
+                    "{} -> {}: retrying with queue_depth={} max_payload={} max_regs={} \
+                     max_msg={} max_inline={}\n",
+                    self.addr,
+                    c.peer,
+                    lower.queue_depth,
+                    lower.max_payload,
+                    lower.max_regs,
+                    lower.max_msg,
+                    lower.max_inline
+                );
+                *asked = lower;
+                Down::Lower
+            }
+            Some(Retry::Again(p)) => {
+                *asked = p;
+                Down::Again
+            }
+            Some(Retry::Fail) | None => {
+                pr_err!(
+                    "{} -> {}: connection failed: {}\n",
+                    self.addr,
+                    c.peer,
+                    cst.reason.unwrap_or("?")
+                );
+                Down::Fail(-err.to_errno())
+            }
+        }
+    }
+
+    /// A run of `d` ended with `r`.
+    fn end(d: &mut PeerDial, todo: &mut Todo, r: Result<Arc<Conn>>) {
+        d.runs = d.runs.wrapping_add(1);
+        d.last = r.as_ref().map(|_| ()).map_err(|e| *e);
+        if todo.ends.push((d.peer, r), GFP_KERNEL).is_err() {
+            // Without memory the waiting transfers are released at the next run.
+            d.want = true;
+        }
+    }
+
+    /// A connection the peer `peer` is making to this side, not up yet.
+    fn passive_in(conns: &[Arc<Conn>], peer: SockAddr) -> Option<Arc<Conn>> {
+        conns
+            .iter()
+            .find(|c| !c.active && c.peer_iface == Some(peer) && c.state() == State::PassiveWait)
+            .cloned()
+    }
+
+    /// Starts round `round` to `peer`, asking `asked`: a new connection, which rdma_cm
+    /// advances in its handlers; its end kicks the dial work.
+    fn start_round(self: &Arc<Self>, peer: SockAddr, asked: ConnParams, round: u32) {
+        let conn = match Conn::new(self.clone(), peer, true, Some(peer), asked) {
+            Ok(c) => c,
+            Err(e) => {
+                pr_err!("{} -> {}: no connection: {:?}\n", self.addr, peer, e);
+                // The round's timeout ends the run.
+                return;
+            }
+        };
+        conn.st.lock().stats.attempts = round + 1;
+        {
+            // Checked in the same lock section as the push: a connection never lands in
+            // the list of an interface that has shut down.
+            let mut st = self.st.lock();
+            // The round is still this one's to make: not ended, and the peer's own
+            // connection did not win a race meanwhile ([`Iface::lost_race`]).
+            let Some(i) = st.dials.iter().position(|d| {
+                d.peer == peer
+                    && d.conn.is_none()
+                    && matches!(d.d.phase, Phase::Trying { round: r, .. } if r == round)
+            }) else {
+                return;
+            };
+            if st.closed || st.conns.push(conn.clone(), GFP_KERNEL).is_err() {
+                return;
+            }
+            st.dials[i].conn = Some(conn.clone());
+        }
+        if let Err(e) = conn.start_active() {
+            let mut st = conn.st.lock();
+            st.connect_err = Some(e.to_errno());
+            st.retry = Some(Retry::Fail);
+            conn.on(&mut st, Event::Error, "connect failed");
+        }
+    }
+
+    /// Whether this side has a round of its own under way to `from`, a peer interface
+    /// whose request just came in (an interface never races itself).
+    fn racing(&self, st: &IfaceState, from: SockAddr) -> bool {
+        from != self.addr
+            && st.dials.iter().any(|d| {
+                d.peer == from
+                    && matches!(d.d.phase, Phase::Trying { .. })
+                    && d.conn.as_ref().is_none_or(|c| c.active)
+            })
+    }
+
+    /// Whether a request from `from` is refused as a race this side wins (see the file's
+    /// documentation).
+    pub(super) fn refuses_race(&self, st: &IfaceState, from: SockAddr) -> bool {
+        let key = |a: SockAddr| (u32::from_be_bytes(a.ip), a.port);
+        self.racing(st, from) && negotiate::wins_race(key(self.addr), key(from))
+    }
+
+    /// `conn`, accepted from `from`, won a race against this side's round to it: the
+    /// round gives up its own connection and waits for `conn` (one connection per pair).
+    pub(super) fn lost_race(&self, st: &mut IfaceState, from: SockAddr, conn: &Arc<Conn>) {
+        if !self.racing(st, from) {
+            return;
+        }
+        let Some(d) = st.dials.iter_mut().find(|d| d.peer == from) else {
+            return;
+        };
+        if let Some(mine) = d.conn.replace(conn.clone()) {
+            pr_info!(
+                "{} -> {}: the peer's connection won the race: this one goes\n",
+                self.addr,
+                from
+            );
+            // Reaped (and torn down) like any connection that failed.
+            mine.fail("the peer's connection won the race");
+        }
+    }
+
+    /// A run to `peer` ended with `r`: the transfers waiting on the peer are submitted on
+    /// the connection, or reported with the error. Only those that waited when it ended:
+    /// a client that submits again from its callback is not looped on.
+    fn release(&self, peer: SockAddr, r: Result<Arc<Conn>>) {
+        let n = self
+            .st
+            .lock()
+            .pending
+            .iter()
+            .filter(|p| p.peer == peer)
+            .count();
         for _ in 0..n {
             let mut p = {
                 let mut st = self.st.lock();
@@ -135,4 +528,48 @@ impl Iface {
             }
         }
     }
+
+    /// At shutdown: every transfer waiting on a peer fails, synchronous callers are
+    /// woken, and the dial work is not armed any more.
+    pub(super) fn stop_dials(&self, pending: KVec<Pending>) {
+        for p in pending {
+            p.fail(ENODEV);
+        }
+        self.connected.notify_all();
+        // A run in progress finishes first, and the next one sees the interface closed.
+        drop(self.dialer.lock());
+        // SAFETY: `dial_later` is this interface's, queued only by `Iface::kick_dials` with
+        // an `Arc<Iface>` of it (its work item's pointer type).
+        unsafe { verbs::cancel_delayed_sync(self, &self.dial_later) };
+    }
 }
+
+kernel::impl_has_work! {
+    impl HasWork<Self, 0> for Iface { self.dial_work }
+}
+
+kernel::impl_has_delayed_work! {
+    impl HasDelayedWork<Self, 1> for Iface { self.dial_later }
+}
+
+impl kernel::workqueue::WorkItem<0> for Iface {
+    type Pointer = Arc<Iface>;
+
+    fn run(this: Arc<Iface>) {
+        this.run_dials();
+    }
+}
+
+impl kernel::workqueue::WorkItem<1> for Iface {
+    type Pointer = Arc<Iface>;
+
+    fn run(this: Arc<Iface>) {
+        this.run_dials();
+    }
+}
+
+/// Keeps the dial state's errno numbers honest against the kernel's.
+const _: () = {
+    assert!(dial_state::ECONNREFUSED == kernel::bindings::ECONNREFUSED as i32);
+    assert!(dial_state::ETIMEDOUT == kernel::bindings::ETIMEDOUT as i32);
+};

@@ -76,11 +76,13 @@ impl Iface {
                     listener: None,
                     conns: KVec::new(),
                     closed: false,
-                    connecting: KVec::new(),
-                    dialing: KVec::new(),
+                    dials: KVec::new(),
                     pending: KVec::new(),
-                    failed: KVec::new(),
                 }, "fastreg::Iface::st"),
+                born: Instant::now(),
+                dialer <- new_mutex!((), "fastreg::Iface::dialer"),
+                dial_work <- kernel::new_work!("fastreg::Iface::dial_work"),
+                dial_later <- kernel::new_delayed_work!("fastreg::Iface::dial_later"),
             }),
             GFP_KERNEL,
         )?;
@@ -135,12 +137,17 @@ impl Iface {
 
     /// Closes every connection and the listener; the interface is unusable afterwards.
     pub(crate) fn shutdown(&self) {
-        let (listener, conns) = {
+        let (listener, conns, pending) = {
             let mut st = self.st.lock();
             st.closed = true;
-            (st.listener.take(), core::mem::take(&mut st.conns))
+            st.dials.clear();
+            (
+                st.listener.take(),
+                core::mem::take(&mut st.conns),
+                core::mem::take(&mut st.pending),
+            )
         };
-        self.connected.notify_all();
+        self.stop_dials(pending);
         // The listener first: no new connection while the others go.
         drop(listener);
         for c in conns.into_iter() {
@@ -181,141 +188,35 @@ impl Iface {
         }
     }
 
-    /// The established connection to `peer`, connecting (and negotiating) if needed.
-    ///
-    /// After a failed attempt, attempts within the backoff (100 ms doubling with each
-    /// consecutive failure, at most 10 s) fail at once with the same error, so callers that
-    /// retry in a loop do not hammer an unreachable peer.
-    pub(crate) fn connect(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
-        if let Some(c) = self.established(peer)? {
-            return Ok(c);
-        }
-        self.reap();
-        // One connect attempt per peer at a time: threads asking for the same peer share
-        // its outcome, while attempts to other peers go on (a dead peer delays no other).
-        {
-            let mut st = self.st.lock();
-            while st.connecting.contains(&peer) && !st.closed {
-                if self.connected.wait_interruptible(&mut st) {
-                    return Err(ERESTARTSYS);
-                }
-            }
-            if let Some(c) = Self::established_in(&st, peer)? {
-                return Ok(c);
-            }
-            if let Some(f) = st.failed.iter().find(|f| f.peer == peer) {
-                let wait = Delta::from_millis(conn_state::backoff_ms(f.n - 1).into());
-                if f.at.elapsed() < wait {
-                    return Err(f.err);
-                }
-            }
-            st.connecting.push(peer, GFP_KERNEL)?;
-        }
-        let r = self.connect_new(peer);
-        let mut st = self.st.lock();
-        st.connecting.retain(|p| *p != peer);
-        self.connected.notify_all();
-        let pos = st.failed.iter().position(|f| f.peer == peer);
-        match (&r, pos) {
-            (Ok(_), Some(i)) => {
-                let _ = st.failed.remove(i);
-            }
-            (Err(e), Some(i)) => {
-                let f = &mut st.failed[i];
-                f.n = f.n.saturating_add(1);
-                f.at = Instant::now();
-                f.err = *e;
-            }
-            (Err(e), None) => {
-                let f = Failed {
-                    peer,
-                    n: 1,
-                    at: Instant::now(),
-                    err: *e,
-                };
-                // Without memory the backoff is skipped, nothing else.
-                let _ = st.failed.push(f, GFP_KERNEL);
-            }
-            (Ok(_), None) => {}
-        }
-        r
-    }
-
-    /// Connects (and negotiates) a new connection to `peer`.
-    fn connect_new(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
-        let mut asked = self.local().params(0, 0);
-        for attempt in 0..MAX_ATTEMPTS {
-            let conn = Conn::new(self.clone(), peer, true, Some(peer), asked)?;
-            conn.st.lock().stats.attempts = attempt + 1;
-            {
-                // Checked in the same lock section as the push: a connection never lands
-                // in the list of an interface that has shut down.
-                let mut st = self.st.lock();
-                if st.closed {
-                    return Err(ENODEV);
-                }
-                st.conns.push(conn.clone(), GFP_KERNEL)?;
-            }
-            let r = conn.start_active();
-            let outcome = match r {
-                Ok(()) => conn.wait_connected(),
-                Err(e) => Err(e),
-            };
-            if outcome.is_ok() {
-                return Ok(conn);
-            }
-            let retry = conn.st.lock().retry.take();
-            if self.forget(&conn) {
-                conn.teardown_soon("connect failed");
-            }
-            match retry {
-                Some(Retry::With(lower)) => {
-                    pr_info!(
-                        "{} -> {}: retrying with queue_depth={} max_payload={} max_regs={} \
-                         max_msg={} max_inline={}\n",
-                        self.addr,
-                        peer,
-                        lower.queue_depth,
-                        lower.max_payload,
-                        lower.max_regs,
-                        lower.max_msg,
-                        lower.max_inline
-                    );
-                    asked = lower;
-                }
-                Some(Retry::Again(p)) => {
-                    asked = p;
-                    kernel::time::delay::fsleep(kernel::time::Delta::from_millis(
-                        conn_state::backoff_ms(attempt).into(),
-                    ));
-                }
-                Some(Retry::Fail) | None => return Err(outcome.err().unwrap_or(refused())),
-            }
-        }
-        pr_err!(
-            "{} -> {}: no agreement after {} attempts\n",
-            self.addr,
-            peer,
-            MAX_ATTEMPTS
-        );
-        Err(refused())
-    }
-
-    /// The established connection this interface made to `peer`, if any.
+    /// The established connection between this interface and the interface `peer`, if
+    /// any: one this side made, else one the peer made (one connection serves both
+    /// directions).
     pub(crate) fn established(&self, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
         Self::established_in(&self.st.lock(), peer)
     }
 
     /// [`Iface::established`] with the interface's state locked.
-    fn established_in(st: &IfaceState, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
+    pub(super) fn established_in(st: &IfaceState, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
         if st.closed {
             return Err(ENODEV);
         }
-        Ok(st
-            .conns
+        Ok(Self::to_peer(&st.conns, peer, |c| c.state() == State::Established))
+    }
+
+    /// The connection with `peer` for which `ok` holds: one this side made first, else
+    /// one the peer made.
+    fn to_peer(
+        conns: &[Arc<Conn>],
+        peer: SockAddr,
+        ok: impl Fn(&Conn) -> bool,
+    ) -> Option<Arc<Conn>> {
+        let with = |c: &&Arc<Conn>| c.peer_iface == Some(peer) && ok(c);
+        conns
             .iter()
-            .find(|c| c.peer == peer && c.active && c.state() == State::Established)
-            .cloned())
+            .filter(|c| c.active)
+            .find(with)
+            .or_else(|| conns.iter().find(with))
+            .cloned()
     }
 
     /// `conn` has just learned that its peer interface is incarnation `stamp`: fails the
@@ -379,14 +280,9 @@ impl Iface {
         st.conns.len() != before
     }
 
-    /// The connection to `peer` this interface initiated, if any.
+    /// The connection with `peer` (see [`Iface::established`]), in any state.
     pub(crate) fn find(&self, peer: SockAddr) -> Option<Arc<Conn>> {
-        self.st
-            .lock()
-            .conns
-            .iter()
-            .find(|c| c.peer == peer && c.active)
-            .cloned()
+        Self::to_peer(&self.st.lock().conns, peer, |_| true)
     }
 
     /// Closes the connection to `peer`, if any.

@@ -65,6 +65,8 @@ impl Ifaces {
         // The copies are taken in `let` statements so no lock is held while working.
         let ifaces = snapshot(&self.list.lock());
         for i in ifaces.iter() {
+            // A round's timeout, a pause missed by its timer.
+            i.kick_dials(None);
             let conns = snapshot(&i.st.lock().conns);
             for c in conns.iter() {
                 c.tick(keepalive, timeout_ms);

@@ -141,40 +141,6 @@ impl Conn {
         Ok(())
     }
 
-    pub(super) fn wait_connected(&self) -> Result {
-        let mut left = msecs_to_jiffies(CONNECT_MS);
-        let mut st = self.st.lock();
-        loop {
-            match st.state {
-                State::Established => return Ok(()),
-                State::Closing | State::Closed => {
-                    pr_err!(
-                        "{} -> {}: connection failed: {}\n",
-                        self.iface.addr,
-                        self.peer,
-                        st.reason.unwrap_or("?")
-                    );
-                    return Err(st.connect_err.map(Error::from_errno).unwrap_or(refused()));
-                }
-                _ => {}
-            }
-            if left == 0 {
-                st.reason = Some("connect timed out");
-                st.retry = Some(Retry::Fail);
-                pr_err!(
-                    "{} -> {}: connect timed out ({})\n",
-                    self.iface.addr,
-                    self.peer,
-                    st.state.name()
-                );
-                return Err(ETIMEDOUT);
-            }
-            if !wait::step(&self.cv, &mut st, &mut left) {
-                return Err(ERESTARTSYS);
-            }
-        }
-    }
-
     /// Applies `event`; records `reason` when it ends the connection. Returns the action.
     pub(super) fn on(&self, st: &mut ConnState, event: Event, reason: &'static str) -> Action {
         let (s, a) = conn_state::next(st.state, event);
@@ -204,7 +170,12 @@ impl Conn {
                 }
             }
         }
+        let moved = st.state != s;
         st.state = s;
+        if moved && matches!(s, State::Established | State::Closing | State::Closed) {
+            // Whoever waits for a connection to the peer hears of it ([`super::dial`]).
+            self.iface.kick_dials(None);
+        }
         if matches!(s, State::Closing | State::Closed) {
             // Every transfer hears of it; they end when the QP is drained, or now when
             // nothing of theirs is posted (reported by [`Conn::deliver`]).
@@ -229,7 +200,7 @@ impl Conn {
     /// A flush while an active connection is still connecting is the CM's doing (siw
     /// moves the QP to the error state on a reject before it reports the reject): the CM
     /// event that follows decides, so that a reject with lower limits is retried, and
-    /// [`Conn::wait_connected`] bounds the wait.
+    /// the dial's round timeout ([`crate::dial_state::ROUND_MS`]) bounds the wait.
     pub(super) fn wr_failed(&self, st: &mut ConnState, wc: &Wc<'_>, reason: &'static str) {
         if matches!(st.state, State::Closing | State::Closed) {
             return;

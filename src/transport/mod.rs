@@ -15,8 +15,8 @@
 //! always return credits to each other.
 //!
 //! Work that must not run in a completion or rdma_cm handler (draining a QP, destroying an
-//! endpoint, reconnecting) is done by the connect attempt's worker, or by the interface's
-//! teardown; handlers only record what happened and wake it. Transfers never wait in a
+//! endpoint, starting a new connection) is done by the interface's dial work ([`dial`]) or
+//! its teardown; handlers only record what happened and wake it. Transfers never wait in a
 //! thread: they are records advanced by the handlers ([`xfer`]).
 //!
 //! This file holds the objects and their invariants; their behaviour is split by concern:
@@ -151,12 +151,8 @@ use crate::{
 const EXTRA: u32 = credits::EXTRA;
 /// How long a teardown waits for the device to answer a connect ([`Conn::out_of_connect`]).
 const OUT_OF_CONNECT_SECS: i64 = 150;
-/// How long connecting may take.
-const CONNECT_MS: u32 = 10_000;
 /// rdma_cm resolution timeout.
 const RESOLVE_MS: u16 = 2000;
-/// Connection attempts (negotiation rounds) before giving up.
-const MAX_ATTEMPTS: u32 = 6;
 /// Idle buffers an interface keeps for serving transfers, and their most bytes in all.
 const SPARE_REGIONS: usize = 32;
 const SPARE_BYTES: usize = 64 << 20;
@@ -203,24 +199,10 @@ struct IfaceState {
     listener: Option<Arc<Endpoint<Ctx>>>,
     conns: KVec<Arc<Conn>>,
     closed: bool,
-    /// Peers a connect attempt is under way to: others asking for them wait for it.
-    connecting: KVec<SockAddr>,
-    /// Peers a connect attempt for queued transfers is under way to ([`dial`]), and
-    /// those transfers.
-    dialing: KVec<SockAddr>,
+    /// Connecting to peers, one entry per peer ever dialled ([`dial`]).
+    dials: KVec<dial::PeerDial>,
+    /// Transfers waiting for their peer's connection.
     pending: KVec<dial::Pending>,
-    /// Peers the last connection attempts to failed: consecutive failures, when, and the
-    /// error. Connecting again waits out a backoff ([`conn_state::backoff_ms`]).
-    failed: KVec<Failed>,
-}
-
-/// Failed connection attempts to a peer.
-#[derive(Clone, Copy)]
-struct Failed {
-    peer: SockAddr,
-    n: u32,
-    at: Instant<Monotonic>,
-    err: Error,
 }
 
 /// Rejects by reason (index: the reason's number).
@@ -276,7 +258,7 @@ pub(crate) struct Iface {
     /// Test hook: how the interface misbehaves next, and how many times ([`hooks`]).
     hook: Atomic<u32>,
     hook_left: Atomic<u32>,
-    /// Signalled when a connect attempt ends (see [`IfaceState::connecting`]).
+    /// Signalled when a peer's run of connect attempts ends ([`dial`]).
     #[pin]
     connected: CondVar,
     /// Buffers (allocated and DMA-mapped) of transfers served, kept for the next ones of
@@ -293,6 +275,16 @@ pub(crate) struct Iface {
     recorded_put: Mutex<Option<Regs>>,
     #[pin]
     st: Mutex<IfaceState>,
+    /// When it was created (the clock of its dials).
+    born: Instant<Monotonic>,
+    /// Held by the dial work while it runs ([`Iface::run_dials`]).
+    #[pin]
+    dialer: Mutex<()>,
+    /// Runs the dial work, now or later.
+    #[pin]
+    dial_work: Work<Iface, 0>,
+    #[pin]
+    dial_later: DelayedWork<Iface, 1>,
 }
 
 /// The context of every endpoint of the transport.

@@ -46,6 +46,68 @@ credits_balanced() {
 		{ echo "$a"; return 1; }
 }
 
+# lst_ping FROM PEER: three selftest round trips, all good.
+lst_ping() {
+	echo "ping from=$1 peers=$2 count=3" >"$DBG/lst" && grep -q "^test=ping .* ops=3 .*errors=0 " "$DBG/lst" ||
+		{ echo "ping $1 -> $2:"; cat "$DBG/lst"; return 1; }
+}
+
+# pair_conns FROM PEER: how many connections the interface at FROM lists with PEER (made
+# by either side, in any state).
+pair_conns() {
+	awk -v me="$1" -v peer="$2" '
+		$1 == "iface" { cur = $3 }
+		$1 == "conn" && index(cur, me ":") == 1 && index($3, peer ":") == 1 { n++ }
+		END { print n + 0 }' "$CONNS"
+}
+
+# conn_with FROM PEER: the connection lines of the interface at FROM with PEER, made by
+# either side.
+conn_with() {
+	conn_line "$1" "->" "$2"
+	conn_line "$1" "<-" "$2"
+}
+
+# one_conn: A and B each list exactly one connection with the other. A connection that
+# lost a race closes and is reaped within the tick (1 s): up to 10 s are given.
+one_conn() {
+	local i
+	for i in $(seq 40); do
+		[ "$(pair_conns $VETH_ADDR0 $VETH_ADDR1)" = 1 ] && [ "$(pair_conns $VETH_ADDR1 $VETH_ADDR0)" = 1 ] &&
+			return 0
+		sleep 0.25
+	done
+	cat "$CONNS"
+	return 1
+}
+
+# Two interfaces connecting to each other at once end with one connection, which serves
+# both: the side with the larger address refuses the other's request as a race
+# (negotiate::wins_race), the other gives up its own attempt for the peer's. A's ping
+# through the ctl file and B's through the selftest file (each file runs one command at a
+# time) start together; each round begins with no connection between the pair. Each
+# direction had its own connection before, so every round would end with two.
+race_rounds() {
+	local i k pa pb races
+	for i in $(seq 10); do
+		ctl close $VETH_ADDR0 $VETH_ADDR1 >/dev/null 2>&1
+		for k in $(seq 40); do
+			[ "$(pair_conns $VETH_ADDR0 $VETH_ADDR1)$(pair_conns $VETH_ADDR1 $VETH_ADDR0)" = 00 ] && break
+			sleep 0.25
+		done
+		[ "$k" -lt 40 ] || { echo "round $i: the pair's connection did not go"; cat "$CONNS"; return 1; }
+		(echo "ping $VETH_ADDR0 $VETH_ADDR1 3" >"$CTL") &
+		pa=$!
+		(lst_ping $VETH_ADDR1 $VETH_ADDR0) &
+		pb=$!
+		wait $pa || { echo "round $i: A's ping failed: $(cat "$CTL")"; return 1; }
+		wait $pb || { echo "round $i: B's ping failed"; return 1; }
+		one_conn || { echo "round $i: not one connection"; return 1; }
+	done
+	races=$(sed -n "s/^iface $RXE_DEV1 $VETH_ADDR1:.* rejects_sent=.*race:\([0-9]*\).*/\1/p" "$CONNS")
+	echo "# rounds that raced (B refused A's request): ${races:-0} of 10"
+}
+
 fails_within() {
 	local secs=$1 start rc
 	shift
@@ -72,7 +134,7 @@ link_down_fails() {
 	veth_neigh || return 1
 	# Whichever comes first names the reason: the send that fails after its retries, or the
 	# ping that times out (which fails the connection: the peer still counts it).
-	dmesg_has "$VETH_ADDR0:[0-9]+ -> $VETH_ADDR1:[0-9]+: closing: ((send|receive) failed|transfer timed out|a transfer gave up waiting for its peer)" ||
+	dmesg_has "$VETH_ADDR0:[0-9]+ (->|<-) $VETH_ADDR1:[0-9]+: closing: ((send|receive) failed|transfer timed out|a transfer gave up waiting for its peer)" ||
 		{ cat "$CONNS"; return 1; }
 }
 
@@ -114,8 +176,9 @@ dead_peers_reaped() {
 
 # A peer that restarts: interface A goes without a word reaching B (both directions
 # blackholed by netem, which leaves the links up), and comes back with a new incarnation.
-# When it connects, B closes what it had with the old A (both directions) at once, instead
-# of leaving transfers to time out on it; B's next ping gets a new connection.
+# When it connects, B closes what it had with the old A at once, instead of leaving
+# transfers to time out on it; B's next ping gets a new connection. (One connection serves
+# both directions: B's ping went over the one A made.)
 peer_restart_replaces() {
 	ctl ping $VETH_ADDR0 $VETH_ADDR1 2 && ctl ping $VETH_ADDR1 $VETH_ADDR0 2 || return 1
 	local old rc i
@@ -126,7 +189,7 @@ peer_restart_replaces() {
 	ctl iface del $VETH_ADDR0
 	rc=$?
 	tc qdisc del dev veth_v0 root && tc qdisc del dev veth_v1 root && [ $rc = 0 ] || return 1
-	conn_line $VETH_ADDR1 "->" $VETH_ADDR0 | grep -q "state=established .* peer_stamp=$old " || {
+	conn_with $VETH_ADDR1 $VETH_ADDR0 | grep -q "state=established .* peer_stamp=$old " || {
 		echo "B does not hold a connection to the old A"
 		cat "$CONNS"
 		return 1
@@ -134,8 +197,8 @@ peer_restart_replaces() {
 	dmesg_mark
 	ctl iface add $RXE_DEV0 $VETH_ADDR0 queue_depth=16 max_payload=4M max_regs=16 &&
 		ctl ping $VETH_ADDR0 $VETH_ADDR1 2 || return 1
-	dmesg_has "$VETH_ADDR1:[0-9]+ -> $VETH_ADDR0:7471: peer $VETH_ADDR0:7471 restarted \(incarnation 0x[0-9a-f]+, was $old\)" &&
-		dmesg_has "$VETH_ADDR1:[0-9]+ <- $VETH_ADDR0:[0-9]+: closing: stale incarnation: the peer restarted" ||
+	dmesg_has "$VETH_ADDR1:[0-9]+ (<-|->) $VETH_ADDR0:[0-9]+: peer $VETH_ADDR0:7471 restarted \(incarnation 0x[0-9a-f]+, was $old\)" &&
+		dmesg_has "$VETH_ADDR1:[0-9]+ (<-|->) $VETH_ADDR0:[0-9]+: closing: stale incarnation: the peer restarted" ||
 		return 1
 	# Within the timeout (5 s): the stale connection would make this time out.
 	ctl ping $VETH_ADDR1 $VETH_ADDR0 2 || return 1
@@ -155,8 +218,8 @@ bulk() {
 
 bulk_counters() {
 	local a b
-	a=$(conn_line $VETH_ADDR0 "->" $VETH_ADDR1)
-	b=$(conn_line $VETH_ADDR1 "<-" $VETH_ADDR0)
+	a=$(conn_with $VETH_ADDR0 $VETH_ADDR1)
+	b=$(conn_with $VETH_ADDR1 $VETH_ADDR0)
 	echo "$b" | grep -Eq ' served=[1-9][0-9]* corrupt=0 remote_inv=[1-9]' &&
 		echo "$a" | grep -Eq ' corrupt=0 remote_inv=[1-9]' ||
 		{ cat "$CONNS"; return 1; }
@@ -171,7 +234,7 @@ bulk_counters() {
 sizes=(1 4095 4096 4097 65536 1048575 1048576)
 offsets=(0 1 4095)
 
-ktap_begin $((17 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 19))
+ktap_begin $((19 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 19))
 check "two rxe devices on a veth pair" veth_up
 check "insmod timeout=5" load timeout=5
 default_ifaces() {
@@ -189,9 +252,11 @@ check "tunables shown per interface" bash -c "grep -q '^iface $RXE_DEV0 $VETH_AD
 check "ping A -> B" ctl ping $VETH_ADDR0 $VETH_ADDR1 20
 check "the connection has the smaller side's values on both ends" negotiated_minimum
 check "rejects counted by reason on both sides" rejects_counted
-check "ping B -> A (second connection, opposite direction)" ctl ping $VETH_ADDR1 $VETH_ADDR0 20
+check "ping B -> A: on the same connection (one serves both directions)" ctl ping $VETH_ADDR1 $VETH_ADDR0 20
+check "  one connection between A and B, on both sides" one_conn
 check "200 more round trips at queue depth 4: credits flow back" ctl ping $VETH_ADDR0 $VETH_ADDR1 200
 check "credits stay within the queue depth" credits_balanced
+check "A and B connecting to each other at once, 10 rounds: both pings succeed, one connection" race_rounds
 for len in "${sizes[@]}"; do
 	for off in "${offsets[@]}"; do
 		check "PUT $len bytes at offset $off, checked at the sink" bulk put "$off" "$len"
@@ -204,11 +269,14 @@ check "unreachable peer: clear error within the timeout" fails_within 20 ping $V
 # after a PUT, an RDMA WRITE with the sink's old rkey fails.
 fault_refused() {
 	dmesg_mark
-	ctl fault $VETH_ADDR0 $VETH_ADDR1 "$1" && dmesg_has "$VETH_ADDR1:[0-9]+ <- $VETH_ADDR0:[0-9]+: invalid message: $2"
+	ctl fault $VETH_ADDR0 $VETH_ADDR1 "$1" && dmesg_has "$VETH_ADDR1:[0-9]+ (<-|->) $VETH_ADDR0:[0-9]+: invalid message: $2"
 }
 # RoCE acknowledges an RDMA WRITE, so the write itself fails with an access error; on
 # iWARP it completes once TCP has it, and the peer refusing the key terminates the
-# connection (the round trip after it fails).
+# connection (the round trip after it fails). On rxe the sink's QP goes to the error state
+# right after its NAK: when the sink's disconnect reaches this side before the NAK is
+# processed, the write is flushed instead, and the sink's flushed receives are the trace of
+# its refusal (nothing else fails that QP).
 stale_rkey_refused() {
 	dmesg_mark
 	ctl fault $VETH_ADDR0 $VETH_ADDR1 stale_rkey &&
@@ -216,7 +284,8 @@ stale_rkey_refused() {
 	if [ "$RDMA_KIND" = siw ]; then
 		dmesg_has "$VETH_ADDR0:7471 -> $VETH_ADDR1:7471: closing: "
 	else
-		dmesg_has 'work request failed: remote access error'
+		dmesg_has 'work request failed: remote access error' ||
+			dmesg_has "$VETH_ADDR1:7471 $VETH_ADDR0:[0-9]+: receive failed: WR flushed"
 	fi
 }
 check "corrupted header (magic): the peer closes the connection, naming the reason" fault_refused magic "bad magic"
@@ -252,11 +321,6 @@ retune_rounds() {
 		fi || return 1
 		lst_ping $VETH_ADDR0 $VETH_ADDR1 || { echo "round $i: after the retune"; return 1; }
 	done
-}
-# lst_ping FROM PEER: three selftest round trips, all good.
-lst_ping() {
-	echo "ping from=$1 peers=$2 count=3" >"$DBG/lst" && grep -q "^test=ping .* ops=3 .*errors=0 " "$DBG/lst" ||
-		{ echo "ping $1 -> $2:"; cat "$DBG/lst"; return 1; }
 }
 check "the peer retuned 20 times, smaller and larger in turn: every ping after succeeds" \
 	no_hang 180 retune_rounds

@@ -33,7 +33,7 @@ within_connect_timeout() {
 
 # fd 3: the suite's own output, for diagnostics from inside a check.
 exec 3>&1
-ktap_begin 165
+ktap_begin 166
 
 check "load with max_payload=2M" load max_payload=$MAX timeout=10
 check "ping the node itself (default peer)" lst ping --count 20
@@ -58,6 +58,19 @@ check "  20 round trips" clean_run 20
 # the connect timeout, the teardown goes on in the background, and meanwhile a new
 # connection (B to A, the first that way) comes up at once. Early in the suite, so that siw
 # has given up on the silent peer (about two minutes) before rmmod.
+# One connection serves both directions: the pair's is closed first, so that B's ping
+# below needs a new one.
+pair_closed() {
+	ctl close $VETH_ADDR0 $VETH_ADDR1 || return 1
+	local i
+	for i in $(seq 40); do
+		grep -qE "^  conn (->|<-) ($VETH_ADDR0|$VETH_ADDR1):" "$DBG/conns" || return 0
+		sleep 0.25
+	done
+	cat "$DBG/conns"
+	return 1
+}
+check "the pair's connection closed" pair_closed
 SILENT=10.1.0.99
 ip route replace $SILENT/32 dev veth_v0
 ip neigh replace $SILENT lladdr 02:00:00:00:00:99 dev veth_v0 nud permanent

@@ -44,12 +44,13 @@ negotiated() {
 		{ cat "$DBG/conns"; return 1; }
 }
 
-# served_from PEER: the transfers served on the connections accepted from PEER, summed.
+# served_from PEER: the transfers served for PEER, summed over the connections with it (one
+# connection serves both directions, whichever side made it).
 served_from() {
 	local n=0 line s
 	while read -r line; do
 		case "$line" in
-		"conn <- $1:"*)
+		"conn <- $1:"* | "conn -> $1:"*)
 			s=${line##* served=}
 			n=$((n + ${s%% *})) ;;
 		esac

@@ -16,6 +16,8 @@ pub(crate) mod command;
 pub(crate) mod conn_state;
 #[path = "../../../src/credits.rs"]
 pub(crate) mod credits;
+#[path = "../../../src/dial_state.rs"]
+pub(crate) mod dial_state;
 #[path = "../../../src/frag.rs"]
 pub(crate) mod frag;
 #[path = "../../../src/limits.rs"]
@@ -41,6 +43,8 @@ mod command_tests;
 mod conn_state_tests;
 #[cfg(test)]
 mod credits_tests;
+#[cfg(test)]
+mod dial_state_tests;
 #[cfg(test)]
 mod frag_tests;
 #[cfg(test)]
