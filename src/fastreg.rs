@@ -14,7 +14,6 @@ mod credits;
 mod device;
 mod frag;
 mod limits;
-mod loopback;
 mod lst;
 mod mr_state;
 mod negotiate;
