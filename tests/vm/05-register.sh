@@ -137,6 +137,8 @@ grow_ahead() {
 	local len=$((2 * MR_PAGES * PAGE))
 	[ "$(transfer_mrs 1 $len "$MR_PAGES")" = 5 ] || { echo "not 3 + 2 MRs"; return 1; }
 	load pool_size=4 max_payload=$len || return 1
+	# The device's MRs map as many pages with this max_payload as with 2M.
+	[ "$(pool_field mr_pages)" = "$MR_PAGES" ] || { cat "$DBG/pools"; unload; return 1; }
 	run_clean 1 brw write --size $len --offset 1 --check full --count 1 &&
 		[ "$(pool_field allocated)" = 6 ] && wait_for pool_idle_all && [ "$(pool_field live)" = 6 ] ||
 		{ cat "$DBG/pools"; unload; return 1; }
