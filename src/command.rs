@@ -36,72 +36,15 @@ pub(crate) fn parse_ipv4(s: &str) -> Option<[u8; 4]> {
     Some(out)
 }
 
-/// Most transfers one loopback command may run.
+/// Most a count of a control command may be (`ping`, `put`, `get`, `corrupt`, `misbehave`).
 pub(crate) const MAX_COUNT: u32 = 1_000_000;
-/// Most transfers in flight in one loopback command.
+/// Most transfers in flight in one selftest, per peer.
 pub(crate) const MAX_CONCURRENCY: u32 = 256;
 /// Largest buffer offset accepted.
 pub(crate) const MAX_OFFSET: u64 = 1 << 20;
 
-/// `ADDR OFFSET LENGTH [COUNT [CONCURRENCY]]`: RDMA through a connection of the module to
-/// itself at `ADDR`, `COUNT` times (default 1), `CONCURRENCY` at a time (default 1), on
-/// buffers of `LENGTH` bytes starting `OFFSET` bytes into their first page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Loopback {
-    /// Local IPv4 address of the device to use.
-    pub(crate) ip: [u8; 4],
-    /// Byte offset of the buffers.
-    pub(crate) offset: u64,
-    /// Bytes per transfer.
-    pub(crate) len: u64,
-    /// Transfers.
-    pub(crate) count: u32,
-    /// Transfers in flight at once.
-    pub(crate) concurrency: u32,
-}
-
 /// Why a command was refused: a message for the kernel log.
 pub(crate) type ParseError = &'static str;
-
-impl Loopback {
-    /// Parses a loopback command.
-    pub(crate) fn parse(line: &str) -> Result<Self, ParseError> {
-        let mut w = line.split_ascii_whitespace();
-        let ip = parse_ipv4(w.next().ok_or("missing address")?).ok_or("bad IPv4 address")?;
-        let offset = parse_size(w.next().ok_or("missing offset")?).ok_or("bad offset")?;
-        let len = parse_size(w.next().ok_or("missing length")?).ok_or("bad length")?;
-        let count = match w.next() {
-            Some(c) => parse_size(c).ok_or("bad count")?,
-            None => 1,
-        };
-        let concurrency = match w.next() {
-            Some(c) => parse_size(c).ok_or("bad concurrency")?,
-            None => 1,
-        };
-        if w.next().is_some() {
-            return Err("too many words");
-        }
-        if len == 0 {
-            return Err("length must be at least 1");
-        }
-        if offset > MAX_OFFSET {
-            return Err("offset above 1 MiB");
-        }
-        if count == 0 || count > u64::from(MAX_COUNT) {
-            return Err("count must be 1..1000000");
-        }
-        if concurrency == 0 || concurrency > u64::from(MAX_CONCURRENCY) {
-            return Err("concurrency must be 1..256");
-        }
-        Ok(Self {
-            ip,
-            offset,
-            len,
-            count: count as u32,
-            concurrency: concurrency as u32,
-        })
-    }
-}
 
 /// Most characters of a device name (`IB_DEVICE_NAME_MAX` - 1).
 pub(crate) const MAX_DEV_NAME: usize = 63;

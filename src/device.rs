@@ -195,9 +195,4 @@ impl Devices {
     pub(crate) fn find_name(&self, name: &str) -> Option<Arc<DevRes>> {
         self.list.lock().iter().find(|d| d.name() == name).cloned()
     }
-
-    /// The device in use that `device` is, if any.
-    pub(crate) fn find(&self, device: &verbs::Device) -> Option<Arc<DevRes>> {
-        self.list.lock().iter().find(|d| d.is(device)).cloned()
-    }
 }

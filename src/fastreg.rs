@@ -15,7 +15,6 @@ mod credits;
 mod device;
 mod frag;
 mod limits;
-mod loopback;
 mod lst;
 mod mr_state;
 mod negotiate;

@@ -102,21 +102,6 @@ impl Geometry {
         pages / m + if pages.is_multiple_of(m) { 0 } else { 1 }
     }
 
-    /// MRs needed by a list of whole pages holding `len` bytes from `offset` bytes into the
-    /// first page (the shape of a page-cache or selftest buffer).
-    pub(crate) const fn mrs_for_pages(&self, offset: u64, len: u64) -> u32 {
-        if len == 0 {
-            return 0;
-        }
-        let pages = self.pages_of((offset & (self.page_size - 1)) + len);
-        let mrs = self.mrs_of(pages);
-        if mrs > u32::MAX as u64 {
-            u32::MAX
-        } else {
-            mrs as u32
-        }
-    }
-
     /// The largest number of MRs a contiguous buffer of `len` bytes can need, whatever its
     /// offset in a page. Without gaps support this also holds for any buffer whose interior
     /// segment boundaries fall on page boundaries (a list of whole pages with a partial first
@@ -260,43 +245,6 @@ impl Iterator for Plan<'_> {
         }
         Some(span)
     }
-}
-
-/// Counts the RDMA WRITE (or READ) work requests that move a buffer between two sets of
-/// registrations, given the lengths of the remote ones (`sink`) and of the local ones
-/// (`source`), in buffer order, and the scatter/gather entries one work request may carry.
-///
-/// A work request targets one remote registration and gathers from up to `max_sge` local
-/// pieces; a local registration that straddles two remote ones contributes a piece to each.
-/// Returns `None` if the two sides do not cover the same number of bytes, or `max_sge` is 0.
-pub(crate) fn rdma_wr_count(
-    sink: impl IntoIterator<Item = u64>,
-    source: impl IntoIterator<Item = u64>,
-    max_sge: u32,
-) -> Option<u32> {
-    if max_sge == 0 {
-        return None;
-    }
-    let mut source = source.into_iter().filter(|&l| l > 0);
-    let mut src_left = 0u64;
-    let mut wrs = 0u32;
-    for mut sink_left in sink.into_iter().filter(|&l| l > 0) {
-        let mut pieces = 0u32;
-        while sink_left > 0 {
-            if src_left == 0 {
-                src_left = source.next()?;
-            }
-            let n = sink_left.min(src_left);
-            sink_left -= n;
-            src_left -= n;
-            pieces += 1;
-        }
-        wrs = wrs.checked_add(pieces.div_ceil(max_sge))?;
-    }
-    if src_left > 0 || source.next().is_some() {
-        return None;
-    }
-    Some(wrs)
 }
 
 /// A piece of a transfer: `len` bytes at offset `a_off` of registration `a` on one side and

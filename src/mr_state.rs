@@ -9,8 +9,8 @@
 //! ```text
 //!        map()            register()              invalidate()              invalidated()
 //! Free --------> Mapped ------------> Registered --------------> Invalidating ------------> Invalidated
-//!  ^   <--------                          |   remotely_invalidated(rkey)                        |
-//!  |   unmap()                            +-----------------------------------------------------+
+//!  ^                                      |   remotely_invalidated(rkey)                        |
+//!  |                                      +-----------------------------------------------------+
 //!  +---------------------------------------------- recycle() (the pool) ------------------------+
 //! ```
 //!
@@ -100,12 +100,6 @@ impl<H: Handle> Mr<H, Free> {
 }
 
 impl<H: Handle> Mr<H, Mapped> {
-    /// Gives the MR back as free: nothing was posted, the next map overwrites the page list.
-    pub(crate) fn unmap(mut self) -> Mr<H, Free> {
-        self.handle.release();
-        Mr::with(self.handle)
-    }
-
     /// Bumps the key; the caller posts a REG_MR with the returned key, before any use.
     pub(crate) fn register(mut self) -> (Mr<H, Registered>, u32) {
         let key = self.handle.bump_key();

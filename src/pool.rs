@@ -270,13 +270,6 @@ impl Pool {
         Ok(())
     }
 
-    /// Takes `n` free MRs into `out`, all or none: from the free list, allocating up to
-    /// `pool_max`, or waiting up to `wait_ms` for MRs to come back (`None`: not waiting,
-    /// `EAGAIN` if none can be had now).
-    pub(crate) fn get(&self, n: u32, out: &mut KVec<FrMr<Free>>, wait_ms: Option<Msecs>) -> Result {
-        self.get_leaving(n, 0, out, wait_ms)
-    }
-
     /// MRs a transfer this node starts must leave for the transfers it serves: half the
     /// pool. Serving never waits for MRs (it runs in completion context), so without this
     /// transfers started on a node could hold every MR while the transfers they wait for
@@ -290,7 +283,10 @@ impl Pool {
         self.cfg.max
     }
 
-    /// [`Pool::get`] leaving at least `reserve` MRs free or allocatable after the take.
+    /// Takes `n` free MRs into `out`, all or none, leaving at least `reserve` MRs free or
+    /// allocatable after the take: from the free list, allocating up to `pool_max`, or
+    /// waiting up to `wait_ms` for MRs to come back (`None`: not waiting, `EAGAIN` if none
+    /// can be had now).
     pub(crate) fn get_leaving(
         &self,
         n: u32,

@@ -93,11 +93,6 @@ impl Region {
         self.spans.len() as u32
     }
 
-    /// Its registrations, in order.
-    pub(crate) fn spans(&self) -> &[Span] {
-        &self.spans
-    }
-
     /// What to map for registration `s`.
     pub(crate) fn sgl_span(&self, s: &Span) -> SglSpan {
         SglSpan {

@@ -6,9 +6,6 @@
 //! - `params`: the effective module parameters, one `name=value` per line.
 //! - `devices`: one line per RDMA device in use: its name, then its fast-registration limits.
 //! - `pools`: one line per device: the pool's size and counters.
-//! - `loopback`: write `ADDR OFFSET LENGTH [COUNT [CONCURRENCY]]` to run transfers through a
-//!   connection of the module to itself; the write fails with the error of the first
-//!   failed transfer. Reading shows the result of the last command.
 //! - `ctl`: write a control command (`iface add|del`, `ping`, `close`, see
 //!   `Documentation/transport.rst`); the write fails with the command's error. Reading
 //!   shows the result of the last command.
@@ -36,7 +33,6 @@ use kernel::{
 use crate::{
     command,
     device::Devices,
-    loopback,
     lst,
     params::Params,
     transport::{
@@ -70,52 +66,6 @@ fn read_command<'a, T>(
         pr_err!("{}: {}: {}\n", name, why, line.trim());
         EINVAL
     })
-}
-
-/// State behind the `loopback` file.
-#[pin_data]
-pub(crate) struct Control {
-    devices: Arc<Devices>,
-    params: Params,
-    /// Serialises commands (they listen on the service port) and holds the last result.
-    #[pin]
-    last: Mutex<Option<CString>>,
-}
-
-impl Control {
-    fn run(&self, reader: &mut UserSliceReader) -> Result {
-        let mut buf = [0u8; 128];
-        let cmd = read_command("loopback", reader, &mut buf, command::Loopback::parse)?;
-        let mut last = self.last.lock();
-        let r = loopback::run(&self.devices, &self.params, &cmd);
-        let [a, b, c, d] = cmd.ip;
-        let text = match &r {
-            Ok(o) => {
-                let mib_s = (o.bytes * 1000).checked_div(o.elapsed_ms).unwrap_or(0) >> 20;
-                pr_info!(
-                    "loopback {a}.{b}.{c}.{d}: {} transfers of {} bytes at offset {}, {} in flight: ok, {} MRs per buffer, {} WRs per transfer, SQ depth {}, {} ms, {} MiB/s\n",
-                    o.transfers, cmd.len, cmd.offset, cmd.concurrency, o.mrs_per_buffer,
-                    o.wrs_per_transfer, o.sq_depth, o.elapsed_ms, mib_s
-                );
-                CString::try_from_fmt(fmt!(
-                    "ok transfers={} bytes={} mrs_per_buffer={} wrs_per_transfer={} sq_depth={} ms={}",
-                    o.transfers, o.bytes, o.mrs_per_buffer, o.wrs_per_transfer, o.sq_depth,
-                    o.elapsed_ms
-                ))?
-            }
-            Err(e) => {
-                pr_err!(
-                    "loopback {a}.{b}.{c}.{d}: transfers of {} bytes at offset {} failed: {:?}\n",
-                    cmd.len,
-                    cmd.offset,
-                    e
-                );
-                CString::try_from_fmt(fmt!("error {:?}", e))?
-            }
-        };
-        *last = Some(text);
-        r.map(|_| ())
-    }
 }
 
 /// State behind the `ctl` file.
@@ -357,7 +307,6 @@ pub(crate) struct Report {
     _params: Pin<KBox<File<Params>>>,
     _devices: Pin<KBox<File<Arc<Devices>>>>,
     _pools: Pin<KBox<File<Arc<Devices>>>>,
-    _loopback: Pin<KBox<File<Control>>>,
     _ctl: Pin<KBox<File<CtlFile>>>,
     _conns: Pin<KBox<File<Arc<Ifaces>>>>,
     _lst: Pin<KBox<File<LstFile>>>,
@@ -425,24 +374,7 @@ impl Report {
             }),
             GFP_KERNEL,
         )?;
-        let lb_devices = devices.clone();
         let ctl_ifaces = ifaces.clone();
-        let lb = KBox::pin_init(
-            dir.read_write_callback_file(
-                c"loopback",
-                pin_init!(Control {
-                    devices: lb_devices,
-                    params,
-                    last <- new_mutex!(None, "fastreg::Control::last"),
-                }),
-                &|c: &Control, f| match &*c.last.lock() {
-                    Some(s) => writeln!(f, "{}", s.to_str().unwrap_or("?")),
-                    None => writeln!(f, "none"),
-                },
-                &|c: &Control, r: &mut UserSliceReader| c.run(r),
-            ),
-            GFP_KERNEL,
-        )?;
         let ctl = KBox::pin_init(
             dir.read_write_callback_file(
                 c"ctl",
@@ -482,7 +414,6 @@ impl Report {
             _params: p,
             _devices: d,
             _pools: pools,
-            _loopback: lb,
             _ctl: ctl,
             _conns: conns,
             _lst: lst,

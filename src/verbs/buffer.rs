@@ -133,11 +133,6 @@ impl Buffer {
         })
     }
 
-    /// Finds the first byte where `byte(buffer_offset)` differs from the buffer's content.
-    pub(crate) fn first_mismatch(&self, byte: impl Fn(usize) -> u8) -> Result<Option<usize>> {
-        self.first_mismatch_in(|_| true, byte)
-    }
-
     /// Inverts the byte at `off` (a test hook: data corruption).
     pub(crate) fn flip(&self, off: usize) -> Result {
         if off >= self.len {

@@ -103,11 +103,6 @@ impl Wc<'_> {
         self.0.status == ib::ib_wc_status_IB_WC_WR_FLUSH_ERR
     }
 
-    /// The status, as ib_core's number (`enum ib_wc_status`).
-    pub(crate) fn status(&self) -> u32 {
-        self.0.status
-    }
-
     /// The status as text (`ib_wc_status_msg`).
     pub(crate) fn status_msg(&self) -> &'static CStr {
         // SAFETY: `ib_wc_status_msg` returns a static string for any value.
@@ -127,11 +122,6 @@ impl Wc<'_> {
         } else {
             None
         }
-    }
-
-    /// The provider's error detail.
-    pub(crate) fn vendor_err(&self) -> u32 {
-        self.0.vendor_err
     }
 }
 

@@ -38,8 +38,7 @@ pub(crate) use cm::{
     Endpoint,
     QpCaps,
     QpGone,
-    SockAddr,
-    POST_WAIT_MS, //
+    SockAddr, //
 };
 pub(crate) use cq::{
     Completion,

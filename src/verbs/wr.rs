@@ -41,8 +41,6 @@ impl Access {
     pub(crate) const LOCAL_WRITE: Access = Access(ib::ib_access_flags_IB_ACCESS_LOCAL_WRITE);
     /// A peer may RDMA WRITE into it.
     pub(crate) const REMOTE_WRITE: Access = Access(ib::ib_access_flags_IB_ACCESS_REMOTE_WRITE);
-    /// A peer may RDMA READ from it.
-    pub(crate) const REMOTE_READ: Access = Access(ib::ib_access_flags_IB_ACCESS_REMOTE_READ);
     /// Local read only (a source of RDMA WRITEs and sends).
     pub(crate) const LOCAL_READ: Access = Access(0);
 
@@ -57,8 +55,6 @@ impl Access {
 pub(crate) enum RdmaOp {
     /// Local memory to remote memory.
     Write,
-    /// Remote memory to local memory.
-    Read,
 }
 
 /// Storage for any send work request; each starts with its `ib_send_wr`.
@@ -255,7 +251,6 @@ impl SendChain {
         let count = self.sges.len() as u32 - start;
         let opcode = match op {
             RdmaOp::Write => ib::ib_wr_opcode_IB_WR_RDMA_WRITE,
-            RdmaOp::Read => ib::ib_wr_opcode_IB_WR_RDMA_READ,
         };
         let wr = AnyWr {
             rdma: ManuallyDrop::new(ib::ib_rdma_wr {

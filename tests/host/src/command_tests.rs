@@ -2,7 +2,7 @@
 
 //! Tests of `src/command.rs`.
 
-use crate::command::{parse_ipv4, parse_size, Loopback};
+use crate::command::{parse_ipv4, parse_size};
 
 #[test]
 fn sizes() {
@@ -38,39 +38,6 @@ fn addresses() {
         "",
     ] {
         assert_eq!(parse_ipv4(bad), None, "{bad}");
-    }
-}
-
-#[test]
-fn loopback_commands() {
-    let c = Loopback::parse("10.0.2.15 1 1M\n").unwrap();
-    assert_eq!(
-        c,
-        Loopback {
-            ip: [10, 0, 2, 15],
-            offset: 1,
-            len: 1 << 20,
-            count: 1,
-            concurrency: 1
-        }
-    );
-    let c = Loopback::parse("10.0.2.15 4097 65536 100 16").unwrap();
-    assert_eq!(
-        (c.offset, c.len, c.count, c.concurrency),
-        (4097, 65536, 100, 16)
-    );
-    for (bad, why) in [
-        ("", "missing address"),
-        ("10.0.2.15", "missing offset"),
-        ("10.0.2.15 0", "missing length"),
-        ("10.0.2.15 0 0", "length must be at least 1"),
-        ("10.0.2.15 0 1 0", "count must be 1..1000000"),
-        ("10.0.2.15 0 1 1 257", "concurrency must be 1..256"),
-        ("10.0.2.15 0 1 1 1 1", "too many words"),
-        ("10.0.2.15 2M 1", "offset above 1 MiB"),
-        ("x 0 1", "bad IPv4 address"),
-    ] {
-        assert_eq!(Loopback::parse(bad), Err(why), "{bad}");
     }
 }
 
