@@ -170,7 +170,7 @@ impl CmHandler for Ctx {
             CmEvent::DeviceRemoval => {
                 conn.on(&mut st, Event::DeviceRemoval, "device removed");
             }
-            CmEvent::Other(_) => {}
+            CmEvent::Other => {}
         }
     }
 

@@ -121,11 +121,8 @@ pub(crate) enum CmEvent<'a> {
     DeviceRemoval,
     /// Any failure: the event number and status.
     Failed(u32, i32),
-    /// Another event (timewait exit, address change, ...), with its number.
-    // Not read since the loopback exercise went; kept for the transport's handler, which
-    // matches it as `Other(_)`.
-    #[allow(dead_code)]
-    Other(u32),
+    /// Another event (timewait exit, address change, ...): nothing to do.
+    Other,
 }
 
 /// What an endpoint's context does on rdma_cm events.
@@ -593,7 +590,7 @@ impl<T: CmHandler> Endpoint<T> {
             | ib::rdma_cm_event_type_RDMA_CM_EVENT_UNREACHABLE => {
                 CmEvent::Failed(ev.event, ev.status)
             }
-            other => CmEvent::Other(other),
+            _ => CmEvent::Other,
         };
         T::event(ep, e);
         // The id is owned by its endpoint: never ask rdma_cm to destroy it.
