@@ -222,7 +222,8 @@ impl CmHandler for Ctx {
                 if ist.closed {
                     return Err(ENODEV);
                 }
-                if let Some(from) = peer_iface.filter(|f| iface.refuses_race(&ist, *f)) {
+                let race = |f: &SockAddr| iface.refuses_race(&ist, *f, granted.dst_stamp);
+                if let Some(from) = peer_iface.filter(race) {
                     drop(ist);
                     // This side's own connection to that interface goes on, and serves
                     // both directions; the peer's attempt finds it established.
@@ -278,9 +279,6 @@ impl CmHandler for Ctx {
                         drop(ep);
                         // Within the capacity reserved above.
                         let _ = ist.conns.push(conn.clone(), GFP_NOWAIT);
-                        if let Some(from) = peer_iface {
-                            iface.lost_race(&mut ist, from, &conn);
-                        }
                         drop(ist);
                         iface.close_stale(&conn, granted.dst_stamp);
                         Ok(())

@@ -425,8 +425,8 @@ impl Iface {
             // Checked in the same lock section as the push: a connection never lands in
             // the list of an interface that has shut down.
             let mut st = self.st.lock();
-            // The round is still this one's to make: not ended, and the peer's own
-            // connection did not win a race meanwhile ([`Iface::lost_race`]).
+            // The round is still this one's to make: not ended, and not waiting for the
+            // peer's connection instead.
             let Some(i) = st.dials.iter().position(|d| {
                 d.peer == peer
                     && d.conn.is_none()
@@ -447,42 +447,31 @@ impl Iface {
         }
     }
 
-    /// Whether this side has a round of its own under way to `from`, a peer interface
-    /// whose request just came in (an interface never races itself).
-    fn racing(&self, st: &IfaceState, from: SockAddr) -> bool {
-        from != self.addr
-            && st.dials.iter().any(|d| {
-                d.peer == from
-                    && matches!(d.d.phase, Phase::Trying { .. })
-                    && d.conn.as_ref().is_none_or(|c| c.active)
-            })
-    }
-
-    /// Whether a request from `from` is refused as a race this side wins (see the file's
-    /// documentation).
-    pub(super) fn refuses_race(&self, st: &IfaceState, from: SockAddr) -> bool {
+    /// Whether a request from the interface `from` (incarnation `stamp`) is refused as the
+    /// losing side of a race (see the file's documentation): this side has a round of its
+    /// own under way to `from` and wins [`negotiate::wins_race`], or it already has a
+    /// connection up to that incarnation of `from`, made by this side (the peer's request
+    /// crossed it). An interface never races itself, and a peer that restarted (another
+    /// stamp) is never refused: its old connections are stale.
+    pub(super) fn refuses_race(&self, st: &IfaceState, from: SockAddr, stamp: u64) -> bool {
+        if from == self.addr {
+            return false;
+        }
         let key = |a: SockAddr| (u32::from_be_bytes(a.ip), a.port);
-        self.racing(st, from) && negotiate::wins_race(key(self.addr), key(from))
-    }
-
-    /// `conn`, accepted from `from`, won a race against this side's round to it: the
-    /// round gives up its own connection and waits for `conn` (one connection per pair).
-    pub(super) fn lost_race(&self, st: &mut IfaceState, from: SockAddr, conn: &Arc<Conn>) {
-        if !self.racing(st, from) {
-            return;
+        let racing = st.dials.iter().any(|d| {
+            d.peer == from
+                && matches!(d.d.phase, Phase::Trying { .. })
+                && d.conn.as_ref().is_none_or(|c| c.active)
+        });
+        if racing && negotiate::wins_race(key(self.addr), key(from)) {
+            return true;
         }
-        let Some(d) = st.dials.iter_mut().find(|d| d.peer == from) else {
-            return;
-        };
-        if let Some(mine) = d.conn.replace(conn.clone()) {
-            pr_info!(
-                "{} -> {}: the peer's connection won the race: this one goes\n",
-                self.addr,
-                from
-            );
-            // Reaped (and torn down) like any connection that failed.
-            mine.fail("the peer's connection won the race");
-        }
+        st.conns.iter().any(|c| {
+            c.active && c.peer_iface == Some(from) && {
+                let cst = c.st.lock();
+                cst.state == State::Established && cst.peer_stamp == stamp
+            }
+        })
     }
 
     /// A run to `peer` ended with `r`: the transfers waiting on the peer are submitted on

@@ -100,8 +100,8 @@ race_rounds() {
 		pa=$!
 		(lst_ping $VETH_ADDR1 $VETH_ADDR0) &
 		pb=$!
-		wait $pa || { echo "round $i: A's ping failed: $(cat "$CTL")"; return 1; }
-		wait $pb || { echo "round $i: B's ping failed"; return 1; }
+		wait $pa || { echo "round $i: A's ping failed: $(cat "$CTL")"; dmesg | tail -n 30; return 1; }
+		wait $pb || { echo "round $i: B's ping failed"; dmesg | tail -n 30; return 1; }
 		one_conn || { echo "round $i: not one connection"; return 1; }
 	done
 	races=$(sed -n "s/^iface $RXE_DEV1 $VETH_ADDR1:.* rejects_sent=.*race:\([0-9]*\).*/\1/p" "$CONNS")
