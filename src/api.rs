@@ -34,8 +34,8 @@ use crate::{
 ///
 /// On an established connection the operation is a record of the connection, advanced by
 /// its completions: no thread waits for it. Otherwise it waits on the peer (not in a
-/// thread) while one connect attempt per peer (which may take seconds, and a backoff after
-/// failures) runs on the module's workqueue, and is submitted when it ends.
+/// thread) while the peer's run of connect attempts (which may take seconds, and a backoff
+/// after failures), advanced by events, ends; it is submitted then.
 ///
 /// Returns an error, and does not tell `client`, only when the operation could not be
 /// queued (no memory, the module unloading); `region` is then freed.

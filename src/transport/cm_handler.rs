@@ -81,6 +81,12 @@ impl CmHandler for Ctx {
                     // nothing starts; the teardown disconnects.
                     return;
                 }
+                if !st.early.is_empty() {
+                    // Messages came first: handled, in order with those after them, on
+                    // the connection's work item.
+                    st.draining = true;
+                    conn.kick(None);
+                }
                 if conn.active {
                     // Lock order: the interface's state before a connection's.
                     let stamp = st.peer_stamp;
@@ -109,6 +115,8 @@ impl CmHandler for Ctx {
                 st.in_connect = false;
                 match ConnParams::decode(private) {
                     Ok(limits) => {
+                        // The listener's word on its incarnation ([`super::dial`]).
+                        st.peer_stamp = limits.stamp;
                         let why = Reason::from_u8(limits.reason);
                         if let Some(r) = why {
                             conn.iface.rejects_received.count(r);

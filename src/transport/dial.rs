@@ -64,6 +64,13 @@ pub(super) struct PeerDial {
     /// Runs ended, and how the last one did (for synchronous callers).
     runs: u64,
     last: Result,
+    /// The incarnation of the peer's interface, as its listener said (in an accept or a
+    /// reject of this side's request; 0: not heard yet). A connection the peer made to
+    /// this side serves this side's transfers only if it claims that incarnation: the
+    /// request's port and stamp are the requester's word, the listener's answer is not.
+    pub(super) stamp: u64,
+    /// The round could not start: the error, for the run to end with.
+    start_err: Option<Error>,
 }
 
 /// What [`Iface::run_dials`] does once the interface's lock is dropped.
@@ -111,6 +118,8 @@ impl Iface {
                     want: false,
                     runs: 0,
                     last: Ok(()),
+                    stamp: 0,
+                    start_err: None,
                 };
                 st.dials.push(d, GFP_KERNEL)?;
                 st.dials.len() - 1
@@ -225,15 +234,23 @@ impl Iface {
             // [`Iface::shutdown`] released everyone; nothing is armed any more.
             return;
         }
+        for (peer, asked, round) in todo.starts.drain_all() {
+            self.start_round(peer, asked, round);
+        }
+        if let Some(at) = todo.wake {
+            // Under `dialer`: a shutdown that took it after this sees nothing armed.
+            let ms = at.saturating_sub(self.now_ms());
+            let ms = u32::try_from(ms).unwrap_or(u32::MAX).saturating_add(1);
+            self.kick_dials(Some(msecs_to_jiffies(ms).saturating_add(1)));
+        }
+        drop(_one);
+        // Clients are called, and teardowns done, with no fastreg lock held.
         for (c, why) in todo.drops.drain_all() {
             let conn = c.clone();
             // Off this work: a teardown drains the QP and may wait for the device.
             if !c.iface.res.spawn(move || conn.teardown(why)) {
                 c.teardown(why);
             }
-        }
-        for (peer, asked, round) in todo.starts.drain_all() {
-            self.start_round(peer, asked, round);
         }
         let mut ended = false;
         for (peer, r) in todo.ends.drain_all() {
@@ -243,11 +260,6 @@ impl Iface {
         if ended {
             self.connected.notify_all();
         }
-        if let Some(at) = todo.wake {
-            let ms = at.saturating_sub(self.now_ms());
-            let ms = u32::try_from(ms).unwrap_or(u32::MAX).saturating_add(1);
-            self.kick_dials(Some(msecs_to_jiffies(ms).saturating_add(1)));
-        }
     }
 
     /// Applies to every dial what happened: wants, its round's connection's fate, time.
@@ -256,7 +268,7 @@ impl Iface {
         for i in 0..st.dials.len() {
             let peer = st.dials[i].peer;
             let up = Self::established_in(st, peer).ok().flatten();
-            let passive = Self::passive_in(&st.conns, peer);
+            let passive = Self::passive_in(&st.conns, peer, st.dials[i].stamp);
             let conns = &mut st.conns;
             let d = &mut st.dials[i];
             let mut events = [None; 3];
@@ -271,10 +283,19 @@ impl Iface {
             }
             // The peer connected (by either side's connection), or the round's connection
             // went down.
+            if let Some(c) = up.as_ref().filter(|c| c.active) {
+                // This side's own connection: its listener's word.
+                d.stamp = c.st.lock().peer_stamp;
+            }
             events[1] = match (&up, &d.conn) {
                 (Some(_), _) if d.d.busy() => Some(DEvent::Up),
+                (_, None) if d.start_err.is_some() => {
+                    let e = d.start_err.take().unwrap_or(ENOMEM);
+                    Some(DEvent::Down(Down::Fail(-e.to_errno())))
+                }
                 (_, Some(c)) if matches!(c.state(), State::Closing | State::Closed) => {
-                    Some(DEvent::Down(self.down(c, &mut d.asked)))
+                    let c = c.clone();
+                    Some(DEvent::Down(self.down(&c, d)))
                 }
                 _ => None,
             };
@@ -288,6 +309,7 @@ impl Iface {
                 match d.d.on(ev, now) {
                     DAction::None => {}
                     DAction::Attempt { round } => {
+                        d.start_err = None;
                         if round == 0 {
                             d.asked = self.local().params(0, 0);
                         }
@@ -352,13 +374,18 @@ impl Iface {
     }
 
     /// How `c`, a round's connection, went down; `asked` takes what the next round asks.
-    fn down(&self, c: &Conn, asked: &mut ConnParams) -> Down {
+    fn down(&self, c: &Conn, d: &mut PeerDial) -> Down {
         let mut cst = c.st.lock();
         let err = cst.connect_err.map(Error::from_errno).unwrap_or(refused());
         if !c.active {
             // The peer's connection to this side failed: this side tries itself.
             return Down::Again;
         }
+        if cst.peer_stamp != 0 {
+            // The listener answered (a reject carries its stamp).
+            d.stamp = cst.peer_stamp;
+        }
+        let asked = &mut d.asked;
         match cst.retry.take() {
             Some(Retry::With(lower)) => {
                 pr_info!(
@@ -401,11 +428,17 @@ impl Iface {
         }
     }
 
-    /// A connection the peer `peer` is making to this side, not up yet.
-    fn passive_in(conns: &[Arc<Conn>], peer: SockAddr) -> Option<Arc<Conn>> {
+    /// A connection the peer `peer` (whose listener said it is incarnation `stamp`) is
+    /// making to this side, not up yet.
+    fn passive_in(conns: &[Arc<Conn>], peer: SockAddr, stamp: u64) -> Option<Arc<Conn>> {
         conns
             .iter()
-            .find(|c| !c.active && c.peer_iface == Some(peer) && c.state() == State::PassiveWait)
+            .find(|c| {
+                !c.active && c.peer_iface == Some(peer) && {
+                    let cst = c.st.lock();
+                    cst.state == State::PassiveWait && stamp != 0 && cst.peer_stamp == stamp
+                }
+            })
             .cloned()
     }
 
@@ -414,11 +447,7 @@ impl Iface {
     fn start_round(self: &Arc<Self>, peer: SockAddr, asked: ConnParams, round: u32) {
         let conn = match Conn::new(self.clone(), peer, true, Some(peer), asked) {
             Ok(c) => c,
-            Err(e) => {
-                pr_err!("{} -> {}: no connection: {:?}\n", self.addr, peer, e);
-                // The round's timeout ends the run.
-                return;
-            }
+            Err(e) => return self.start_failed(peer, e),
         };
         conn.st.lock().stats.attempts = round + 1;
         {
@@ -434,8 +463,12 @@ impl Iface {
             }) else {
                 return;
             };
-            if st.closed || st.conns.push(conn.clone(), GFP_KERNEL).is_err() {
+            if st.closed {
                 return;
+            }
+            if let Err(e) = st.conns.push(conn.clone(), GFP_KERNEL) {
+                drop(st);
+                return self.start_failed(peer, e.into());
             }
             st.dials[i].conn = Some(conn.clone());
         }
@@ -445,6 +478,15 @@ impl Iface {
             st.retry = Some(Retry::Fail);
             conn.on(&mut st, Event::Error, "connect failed");
         }
+    }
+
+    /// A round to `peer` could not start (no memory): its run ends with `e`.
+    fn start_failed(self: &Arc<Self>, peer: SockAddr, e: Error) {
+        pr_err!("{} -> {}: no connection: {:?}\n", self.addr, peer, e);
+        if let Some(d) = self.st.lock().dials.iter_mut().find(|d| d.peer == peer) {
+            d.start_err = Some(e);
+        }
+        self.kick_dials(None);
     }
 
     /// Whether a request from the interface `from` (incarnation `stamp`) is refused as the
@@ -468,8 +510,17 @@ impl Iface {
         }
         st.conns.iter().any(|c| {
             c.active && c.peer_iface == Some(from) && {
-                let cst = c.st.lock();
-                cst.state == State::Established && cst.peer_stamp == stamp
+                let mut cst = c.st.lock();
+                let up = cst.state == State::Established && cst.peer_stamp == stamp;
+                if up {
+                    // Unless the request crossed it, the peer lost its end of this one
+                    // without a word reaching this side: a NOOP now finds out (it fails
+                    // with the transport's retries, and the next request is accepted),
+                    // whether or not keepalives are on. Without a credit the peer is
+                    // holding some, so it is alive.
+                    let _ = c.send_locked(&mut cst, Body::Noop, true);
+                }
+                up
             }
         })
     }

@@ -190,7 +190,9 @@ impl Iface {
 
     /// The established connection between this interface and the interface `peer`, if
     /// any: one this side made, else one the peer made (one connection serves both
-    /// directions).
+    /// directions) that claims the incarnation the peer's listener told this side of
+    /// ([`dial::PeerDial::stamp`]): a request's port and stamp are only the requester's
+    /// word, so no other process on the peer's address can pass for its interface.
     pub(crate) fn established(&self, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
         Self::established_in(&self.st.lock(), peer)
     }
@@ -200,7 +202,12 @@ impl Iface {
         if st.closed {
             return Err(ENODEV);
         }
-        Ok(Self::to_peer(&st.conns, peer, |c| c.state() == State::Established))
+        let stamp = st.dials.iter().find(|d| d.peer == peer).map_or(0, |d| d.stamp);
+        Ok(Self::to_peer(&st.conns, peer, |c| {
+            let cst = c.st.lock();
+            cst.state == State::Established
+                && (c.active || (stamp != 0 && cst.peer_stamp == stamp))
+        }))
     }
 
     /// The connection with `peer` for which `ok` holds: one this side made first, else

@@ -45,6 +45,8 @@ impl Conn {
                     sinks: KVec::new(),
                     unkey: KVec::new(),
                     tagged: KVec::new(),
+                    early: KVec::new(),
+                    draining: false,
                     stats: Stats::default(),
                     same_pool: false,
                     in_connect: false,
@@ -117,6 +119,7 @@ impl Conn {
         st.sinks.reserve(slots, GFP_KERNEL)?;
         st.unkey.reserve(slots, GFP_KERNEL)?;
         st.tagged.reserve(slots, GFP_KERNEL)?;
+        st.early.reserve(slots, GFP_KERNEL)?;
         // The slots refer to the connection: teardown breaks the cycle, and finds them here
         // whatever happens next.
         st.tx_free = tx;
@@ -132,12 +135,17 @@ impl Conn {
     pub(super) fn start_active(self: &Arc<Self>) -> Result {
         let ep = Endpoint::new(Ctx::Conn(self.clone()))?;
         let mut st = self.st.lock();
-        st.ep = Some(ep.clone());
-        let a = self.on(&mut st, Event::Connect, "");
-        drop(st);
-        if a == Action::ResolveAddr {
-            ep.resolve_addr(Some(self.iface.addr), self.peer, RESOLVE_MS)?;
+        if self.on(&mut st, Event::Connect, "") != Action::ResolveAddr {
+            // Closed before it started (by its interface's shutdown, a close, a stale
+            // incarnation): the endpoint, which refers to the connection, goes now, not
+            // into a connection nobody will tear down.
+            drop(st);
+            drop(ep);
+            return Err(ENODEV);
         }
+        st.ep = Some(ep.clone());
+        drop(st);
+        ep.resolve_addr(Some(self.iface.addr), self.peer, RESOLVE_MS)?;
         Ok(())
     }
 
@@ -394,6 +402,7 @@ impl Conn {
         st.tx_free.clear();
         st.tx_all.clear();
         st.rx.clear();
+        st.early.clear();
     }
 
     /// Takes back the slots whose completion the device lost (see

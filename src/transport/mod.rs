@@ -366,6 +366,14 @@ struct ConnState {
     unkey: KVec<(Sink, Option<u32>)>,
     /// Chains in flight whose completion finishes a transfer step.
     tagged: KVec<Tagged>,
+    /// Messages received on a connection this side made before it heard that the
+    /// connection is established (the peer may send as soon as it has accepted: one
+    /// connection serves both directions), with their length and invalidated rkey: held
+    /// in order, and handled once it has ([`Conn::receive_early`]). At most one per
+    /// receive buffer (reserved at setup).
+    early: KVec<(Arc<Completion<RxSlot>>, u32, Option<u32>)>,
+    /// Held messages are being handled: those that arrive meanwhile queue behind them.
+    draining: bool,
     stats: Stats,
     /// The peer is an interface on the same device: both ends take MRs from one pool.
     same_pool: bool,

@@ -250,6 +250,27 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Handles the messages held while this side did not know the connection was
+    /// established ([`ConnState::early`]), in the order they came, and those that arrive
+    /// meanwhile. On the connection's work item, not in the rdma_cm handler.
+    pub(super) fn receive_early(self: &Arc<Self>) {
+        loop {
+            let next = {
+                let mut st = self.st.lock();
+                if st.early.is_empty() {
+                    st.draining = false;
+                    return;
+                }
+                st.early.remove(0)
+            };
+            if let Ok((slot, len, inv)) = next {
+                self.receive(&slot, len, inv);
+            }
+        }
+    }
+}
+
 impl Handler for RxSlot {
     fn done(this: Arc<Completion<Self>>, wc: &Wc<'_>, _chain: SendChain) {
         let conn = this.value().conn.clone();
@@ -257,6 +278,16 @@ impl Handler for RxSlot {
             conn.wr_failed(&mut conn.st.lock(), wc, "receive failed");
             conn.deliver();
             return;
+        }
+        {
+            let mut st = conn.st.lock();
+            if st.draining || (conn.active && st.state == State::Connecting) {
+                // Within the room reserved at setup: one entry per receive buffer.
+                let _ = st
+                    .early
+                    .push((this, wc.byte_len(), wc.invalidated_rkey()), GFP_NOWAIT);
+                return;
+            }
         }
         conn.receive(&this, wc.byte_len(), wc.invalidated_rkey());
         conn.deliver();

@@ -711,11 +711,15 @@ impl kernel::workqueue::WorkItem<1> for Conn {
 impl Conn {
     /// The work items' job: moves what can move, reports what finished.
     fn drive_and_deliver(&self) {
-        {
+        let early = {
             let mut st = self.st.lock();
             if st.state == State::Established {
                 self.drive(&mut st);
             }
+            st.draining
+        };
+        if early {
+            self.arc().receive_early();
         }
         self.deliver();
     }
