@@ -35,13 +35,121 @@ use crate::{
     device::Devices,
     lst,
     params::Params,
+    conn_state::State,
+    negotiate::Reason,
     transport::{
+        ConnSnap,
         Iface,
+        IfaceSnap,
         Ifaces,
         Tunables, //
     },
     verbs, //
 };
+
+/// The `conns` file: every interface and its connections, then the connections by state
+/// and the work requests posted, from snapshots taken with no lock held while formatting.
+fn write_conns(ifaces: &Ifaces, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let Ok(snaps) = ifaces.snapshot() else {
+        return writeln!(f, "error: out of memory");
+    };
+    let mut by_state = [0u32; State::ALL.len()];
+    for i in snaps.iter() {
+        write_iface(i, f)?;
+        for c in i.conns.iter() {
+            write_conn(c, f)?;
+            if let Some(n) = State::ALL.iter().position(|x| *x == c.state) {
+                by_state[n] += 1;
+            }
+        }
+    }
+    f.write_str("connections:")?;
+    for (s, n) in State::ALL.iter().zip(by_state) {
+        write!(f, " {}={}", s.name(), n)?;
+    }
+    writeln!(f)?;
+    writeln!(f, "totals: wrs_posted={}", verbs::posted_wrs())
+}
+
+/// Rejects by reason: `name:count` for each one counted, or `none`.
+fn write_rejects(counts: &[u64], f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut any = false;
+    for (i, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let name = u8::try_from(i)
+            .ok()
+            .and_then(Reason::from_u8)
+            .map_or("other", |r| r.name());
+        write!(f, "{}{}:{}", if any { "," } else { "" }, name, n)?;
+        any = true;
+    }
+    if !any {
+        f.write_str("none")?;
+    }
+    Ok(())
+}
+
+fn write_iface(i: &IfaceSnap, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    write!(
+        f,
+        "iface {} {} queue_depth={} max_payload={} max_regs={} mr_pages={} max_inline={} \
+         stamp={:#x} rejects_sent=",
+        i.res.name(),
+        i.addr,
+        i.tun.queue_depth,
+        i.tun.max_payload,
+        i.tun.max_regs,
+        i.mr_pages,
+        i.tun.max_inline,
+        i.stamp
+    )?;
+    write_rejects(&i.rejects_sent, f)?;
+    f.write_str(" rejects_received=")?;
+    write_rejects(&i.rejects_received, f)?;
+    writeln!(f)
+}
+
+fn write_conn(c: &ConnSnap, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let dir = if c.active { "->" } else { "<-" };
+    write!(f, "  conn {} {} state={} ", dir, c.peer, c.state.name())?;
+    match c.params {
+        Some(p) => write!(
+            f,
+            "queue_depth={} max_payload={} max_regs={} max_msg={} max_inline={} \
+             peer_page_size={} features={:#x} ",
+            p.queue_depth,
+            p.max_payload,
+            p.max_regs,
+            p.max_msg,
+            p.max_inline,
+            p.page_size,
+            p.features
+        )?,
+        None => f.write_str("queue_depth=- ")?,
+    }
+    let s = &c.stats;
+    writeln!(
+        f,
+        "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} wrs={} served={} \
+         corrupt={} remote_inv={} busy={} retries={} inline={} attempts={} peer_stamp={:#x} \
+         reason={}",
+        c.credits,
+        c.outstanding,
+        s.tx,
+        s.rx,
+        s.noops_tx,
+        s.noops_rx,
+        c.wrs,
+        s.served,
+        s.corrupt,
+        s.remote_inv,
+        s.busy,
+        s.retries,
+        s.inline,
+        s.attempts,
+        c.peer_stamp,
+        c.reason.unwrap_or("-")
+    )
+}
 
 /// Reads a command written to a control file into `buf`, as UTF-8.
 fn read_line<'a>(reader: &mut UserSliceReader, buf: &'a mut [u8]) -> Result<&'a str> {
@@ -394,7 +502,7 @@ impl Report {
         )?;
         let lst_ifaces = ifaces.clone();
         let conns = KBox::pin_init(
-            dir.read_callback_file(c"conns", ifaces, &|i: &Arc<Ifaces>, f| i.write(f)),
+            dir.read_callback_file(c"conns", ifaces, &|i: &Arc<Ifaces>, f| write_conns(i, f)),
             GFP_KERNEL,
         )?;
         let lst = KBox::pin_init(

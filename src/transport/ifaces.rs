@@ -22,7 +22,7 @@ impl verbs::Tick for NetTick {
 
 /// A copy of a list of references, to work on its items without holding its lock. Under
 /// memory pressure the copy may be short: the periodic work catches up at the next tick.
-fn snapshot<T>(list: &[Arc<T>]) -> KVec<Arc<T>> {
+pub(super) fn snapshot<T>(list: &[Arc<T>]) -> KVec<Arc<T>> {
     let mut v = KVec::with_capacity(list.len(), GFP_KERNEL).unwrap_or_default();
     for x in list {
         if v.push(x.clone(), GFP_KERNEL).is_err() {
@@ -36,7 +36,7 @@ fn snapshot<T>(list: &[Arc<T>]) -> KVec<Arc<T>> {
 #[pin_data]
 pub(crate) struct Ifaces {
     #[pin]
-    list: Mutex<KVec<Arc<Iface>>>,
+    pub(super) list: Mutex<KVec<Arc<Iface>>>,
 }
 
 impl Ifaces {
@@ -125,26 +125,5 @@ impl Ifaces {
         for i in gone.iter() {
             i.shutdown();
         }
-    }
-
-    /// Writes every interface and connection, for debugfs, then the connections by state.
-    pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let list = self.list.lock();
-        let mut by_state = [0u32; State::ALL.len()];
-        for i in list.iter() {
-            i.write(f)?;
-            for c in i.st.lock().conns.iter() {
-                let s = c.state();
-                if let Some(n) = State::ALL.iter().position(|x| *x == s) {
-                    by_state[n] += 1;
-                }
-            }
-        }
-        f.write_str("connections:")?;
-        for (s, n) in State::ALL.iter().zip(by_state) {
-            write!(f, " {}={}", s.name(), n)?;
-        }
-        writeln!(f)?;
-        writeln!(f, "totals: wrs_posted={}", verbs::posted_wrs())
     }
 }

@@ -49,6 +49,10 @@ pub(crate) use ifaces::{
     Ifaces,
     NetTick, //
 };
+pub(crate) use show::{
+    ConnSnap,
+    IfaceSnap, //
+};
 pub(crate) use xfer::{
     Client,
     Outcome,
@@ -205,37 +209,21 @@ struct IfaceState {
     pending: KVec<dial::Pending>,
 }
 
+/// Reasons a reject can name (their numbers index [`RejectCounts`]).
+pub(crate) const REASONS: usize = 10;
+
 /// Rejects by reason (index: the reason's number).
-struct RejectCounts([Atomic<u64>; 10]);
+struct RejectCounts([Atomic<u64>; REASONS]);
 
 impl RejectCounts {
     const fn new() -> Self {
-        Self([const { Atomic::new(0) }; 10])
+        Self([const { Atomic::new(0) }; REASONS])
     }
 
     fn count(&self, why: Reason) {
         if let Some(n) = self.0.get(why as usize) {
             n.fetch_add(1, Relaxed);
         }
-    }
-
-    fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let mut any = false;
-        for (i, n) in self.0.iter().enumerate() {
-            let n = n.load(Relaxed);
-            if n == 0 {
-                continue;
-            }
-            let name = Reason::from_u8(i as u8)
-                .map(|r| r.name())
-                .unwrap_or("other");
-            write!(f, "{}{}:{}", if any { "," } else { "" }, name, n)?;
-            any = true;
-        }
-        if !any {
-            f.write_str("none")?;
-        }
-        Ok(())
     }
 }
 
@@ -295,23 +283,25 @@ pub(crate) enum Ctx {
     Conn(Arc<Conn>),
 }
 
+/// A connection's counters.
 #[derive(Clone, Copy, Default)]
-struct Stats {
-    tx: u64,
-    rx: u64,
-    noops_tx: u64,
-    noops_rx: u64,
-    attempts: u32,
+pub(crate) struct Stats {
+    pub(crate) tx: u64,
+    pub(crate) rx: u64,
+    pub(crate) noops_tx: u64,
+    pub(crate) noops_rx: u64,
+    /// Negotiation rounds it took (this side's connections).
+    pub(crate) attempts: u32,
     /// Bulk transfers served as sink (PUT) or source (GET), and those found corrupt.
-    served: u64,
-    corrupt: u64,
-    remote_inv: u64,
+    pub(crate) served: u64,
+    pub(crate) corrupt: u64,
+    pub(crate) remote_inv: u64,
     /// Requests this side refused for want of MRs or memory (`-EAGAIN`).
-    busy: u64,
+    pub(crate) busy: u64,
     /// Requests this side retried after the peer was busy.
-    retries: u64,
+    pub(crate) retries: u64,
     /// Transfers carried inline, started or served.
-    inline: u64,
+    pub(crate) inline: u64,
 }
 
 struct ConnState {

@@ -1,75 +1,96 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! debugfs output of interfaces and connections.
+//! Snapshots of interfaces and connections, for the debugfs files: copied under their
+//! locks, formatted by the debugfs code above ([`crate::report`]) with no lock held.
 
 use super::*;
 
-impl Iface {
-    /// Writes the interface and its connections, for debugfs.
-    pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let st = self.st.lock();
-        write!(
-            f,
-            "iface {} {} queue_depth={} max_payload={} max_regs={} mr_pages={} max_inline={} \
-             stamp={:#x} rejects_sent=",
-            self.res.name(),
-            self.addr,
-            self.tun.queue_depth,
-            self.tun.max_payload,
-            self.tun.max_regs,
-            self.geo.max_pages(),
-            self.tun.max_inline,
-            self.stamp
-        )?;
-        self.rejects_sent.write(f)?;
-        f.write_str(" rejects_received=")?;
-        self.rejects_received.write(f)?;
-        writeln!(f)?;
-        for c in st.conns.iter() {
-            c.write(f)?;
-        }
-        Ok(())
+/// What debugfs shows of a connection.
+#[derive(Clone, Copy)]
+pub(crate) struct ConnSnap {
+    /// This side made it.
+    pub(crate) active: bool,
+    pub(crate) peer: SockAddr,
+    pub(crate) state: State,
+    /// The negotiated parameters (the peer's page size in `page_size`), once known.
+    pub(crate) params: Option<ConnParams>,
+    pub(crate) credits: u32,
+    pub(crate) outstanding: u32,
+    pub(crate) stats: Stats,
+    /// Work requests posted on its QP.
+    pub(crate) wrs: u64,
+    pub(crate) peer_stamp: u64,
+    pub(crate) reason: Option<&'static str>,
+}
+
+/// What debugfs shows of an interface.
+pub(crate) struct IfaceSnap {
+    pub(crate) res: Arc<DevRes>,
+    pub(crate) addr: SockAddr,
+    pub(crate) tun: Tunables,
+    /// Pages per registration of the buffers it serves.
+    pub(crate) mr_pages: u32,
+    pub(crate) stamp: u64,
+    /// Rejects by reason (index: the reason's number).
+    pub(crate) rejects_sent: [u64; REASONS],
+    pub(crate) rejects_received: [u64; REASONS],
+    pub(crate) conns: KVec<ConnSnap>,
+}
+
+impl RejectCounts {
+    fn snapshot(&self) -> [u64; REASONS] {
+        core::array::from_fn(|i| self.0[i].load(Relaxed))
     }
 }
 
 impl Conn {
-    pub(super) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    /// A copy of what debugfs shows.
+    pub(super) fn snapshot(&self) -> ConnSnap {
         let st = self.st.lock();
-        write!(
-            f,
-            "  conn {} {} state={} ",
-            self.dir(),
-            self.peer,
-            st.state.name()
-        )?;
-        match st.params {
-            Some(p) => write!(
-                f,
-                "queue_depth={} max_payload={} max_regs={} max_msg={} max_inline={} peer_page_size={} features={:#x} ",
-                p.queue_depth, p.max_payload, p.max_regs, p.max_msg, p.max_inline, p.page_size, p.features
-            )?,
-            None => f.write_str("queue_depth=- ")?,
+        ConnSnap {
+            active: self.active,
+            peer: self.peer,
+            state: st.state,
+            params: st.params,
+            credits: st.credits,
+            outstanding: st.outstanding,
+            stats: st.stats,
+            wrs: st.ep.as_ref().map(|e| e.posted_wrs()).unwrap_or(0),
+            peer_stamp: st.peer_stamp,
+            reason: st.reason,
         }
-        writeln!(
-            f,
-            "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} wrs={} served={} \
-             corrupt={} remote_inv={} busy={} retries={} inline={} attempts={} peer_stamp={:#x} reason={}",
-            st.credits,
-            st.outstanding,
-            st.stats.tx,
-            st.stats.rx,
-            st.stats.noops_tx,
-            st.stats.noops_rx,
-            st.ep.as_ref().map(|e| e.posted_wrs()).unwrap_or(0),
-            st.stats.served,
-            st.stats.corrupt,
-            st.stats.remote_inv,
-            st.stats.busy,
-            st.stats.retries,
-            st.stats.inline,
-            st.stats.attempts,
-            st.peer_stamp,
-            st.reason.unwrap_or("-")
-        )
+    }
+}
+
+impl Iface {
+    /// A copy of what debugfs shows (under memory pressure, fewer connections).
+    pub(super) fn snapshot(&self) -> Result<IfaceSnap> {
+        let conns = super::ifaces::snapshot(&self.st.lock().conns);
+        let mut snaps = KVec::with_capacity(conns.len(), GFP_KERNEL)?;
+        for c in conns.iter() {
+            snaps.push(c.snapshot(), GFP_KERNEL)?;
+        }
+        Ok(IfaceSnap {
+            res: self.res.clone(),
+            addr: self.addr,
+            tun: self.tun,
+            mr_pages: self.geo.max_pages(),
+            stamp: self.stamp,
+            rejects_sent: self.rejects_sent.snapshot(),
+            rejects_received: self.rejects_received.snapshot(),
+            conns: snaps,
+        })
+    }
+}
+
+impl Ifaces {
+    /// A copy of every interface and its connections, for debugfs.
+    pub(crate) fn snapshot(&self) -> Result<KVec<IfaceSnap>> {
+        let ifaces = super::ifaces::snapshot(&self.list.lock());
+        let mut v = KVec::with_capacity(ifaces.len(), GFP_KERNEL)?;
+        for i in ifaces.iter() {
+            v.push(i.snapshot()?, GFP_KERNEL)?;
+        }
+        Ok(v)
     }
 }

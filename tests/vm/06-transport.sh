@@ -319,7 +319,7 @@ retune_rounds() {
 		else
 			ctl iface add $RXE_DEV1 $VETH_ADDR1 queue_depth=16 max_payload=4M max_regs=16
 		fi || return 1
-		lst_ping $VETH_ADDR0 $VETH_ADDR1 || { echo "round $i: after the retune"; return 1; }
+		lst_ping $VETH_ADDR0 $VETH_ADDR1 || { echo "round $i: after the retune"; dmesg | tail -n 40; return 1; }
 	done
 }
 check "the peer retuned 20 times, smaller and larger in turn: every ping after succeeds" \
