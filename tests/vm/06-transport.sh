@@ -308,6 +308,20 @@ fi
 # reject's flush completion comes before the reject: a completion handler disconnecting
 # under the connection's lock, while iw_cm waited for the reject's handler (which needs
 # that lock), once deadlocked both; and a flush taken as the failure lost the retry.
+# A retune closes B's connections, and A hears of it when B's disconnect arrives: a ping
+# sent before that goes on the closing connection and fails (ECONNABORTED), as any transfer
+# racing its peer's removal does. So each round waits until A has heard (one connection
+# now serves both pings, and B's teardown of it alone no longer gives A that time).
+a_heard() {
+	local k
+	for k in $(seq 40); do
+		conn_with $VETH_ADDR0 $VETH_ADDR1 | grep -q "state=established" || return 0
+		sleep 0.25
+	done
+	echo "A still has an established connection to the retuned B"
+	cat "$CONNS"
+	return 1
+}
 retune_rounds() {
 	local i
 	ctl iface add $RXE_DEV0 $VETH_ADDR0 queue_depth=16 max_payload=4M max_regs=16 || return 1
@@ -319,6 +333,7 @@ retune_rounds() {
 		else
 			ctl iface add $RXE_DEV1 $VETH_ADDR1 queue_depth=16 max_payload=4M max_regs=16
 		fi || return 1
+		a_heard || return 1
 		lst_ping $VETH_ADDR0 $VETH_ADDR1 || { echo "round $i: after the retune"; dmesg | tail -n 40; return 1; }
 	done
 }
