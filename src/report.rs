@@ -32,11 +32,11 @@ use kernel::{
 
 use crate::{
     command,
+    conn_state::State,
     device::Devices,
     lst,
-    params::Params,
-    conn_state::State,
     negotiate::Reason,
+    params::Params,
     transport::{
         ConnSnap,
         Iface,

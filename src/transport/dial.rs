@@ -355,12 +355,7 @@ impl Iface {
 
     /// A round's connection `c` is over: out of the interface's list, to be torn down
     /// (unless [`Iface::reap`] took it first: whoever takes it out tears it down).
-    fn drop_round(
-        conns: &mut KVec<Arc<Conn>>,
-        todo: &mut Todo,
-        c: Arc<Conn>,
-        why: &'static str,
-    ) {
+    fn drop_round(conns: &mut KVec<Arc<Conn>>, todo: &mut Todo, c: Arc<Conn>, why: &'static str) {
         if todo.drops.reserve(1, GFP_KERNEL).is_err() {
             // Without memory: failed, and left to [`Iface::reap`].
             c.fail(why);

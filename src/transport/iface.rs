@@ -202,11 +202,14 @@ impl Iface {
         if st.closed {
             return Err(ENODEV);
         }
-        let stamp = st.dials.iter().find(|d| d.peer == peer).map_or(0, |d| d.stamp);
+        let stamp = st
+            .dials
+            .iter()
+            .find(|d| d.peer == peer)
+            .map_or(0, |d| d.stamp);
         Ok(Self::to_peer(&st.conns, peer, |c| {
             let cst = c.st.lock();
-            cst.state == State::Established
-                && (c.active || (stamp != 0 && cst.peer_stamp == stamp))
+            cst.state == State::Established && (c.active || (stamp != 0 && cst.peer_stamp == stamp))
         }))
     }
 

@@ -16,6 +16,8 @@ fn at(phase: Phase, failures: u32) -> Dial {
 
 const EHOSTUNREACH: i32 = 113;
 
+// One row per line reads as a table.
+#[rustfmt::skip]
 #[test]
 fn transition_table() {
     let trying = |round| Phase::Trying { round, since: 1000 };
