@@ -246,11 +246,8 @@ impl Iface {
         drop(_one);
         // Clients are called, and teardowns done, with no fastreg lock held.
         for (c, why) in todo.drops.drain_all() {
-            let conn = c.clone();
-            // Off this work: a teardown drains the QP and may wait for the device.
-            if !c.iface.res.spawn(move || conn.teardown(why)) {
-                c.teardown(why);
-            }
+            // In the background while the device still connects it (siw: minutes).
+            c.teardown_soon(why);
         }
         let mut ended = false;
         for (peer, r) in todo.ends.drain_all() {

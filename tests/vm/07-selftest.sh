@@ -148,12 +148,13 @@ inline_round() {
 			{ echo "$((after - base)) registrations, $((iafter - ibase)) inline for 2 x $n"; return 1; }
 	fi
 }
-# negotiated N: a new connection across the pair negotiates max_inline=N, on both sides.
+# negotiated N: the connection across the pair (made by either side: one serves both)
+# negotiated max_inline=N, on both sides.
 negotiated() {
 	lst ping --from $VETH_ADDR0 --peer $VETH_ADDR1 --count 1 &&
 		awk -v a="iface .* $VETH_ADDR0:7471 " -v b="iface .* $VETH_ADDR1:7471 " \
-			-v to="conn -> $VETH_ADDR1:7471 state=established .* max_inline=$1 " \
-			-v from="conn <- $VETH_ADDR0:[0-9]+ state=established .* max_inline=$1 " \
+			-v to="conn (->|<-) $VETH_ADDR1:[0-9]+ state=established .* max_inline=$1 " \
+			-v from="conn (->|<-) $VETH_ADDR0:[0-9]+ state=established .* max_inline=$1 " \
 			'/^iface/ { ina = $0 ~ a; inb = $0 ~ b } ina && $0 ~ to { x = 1 } inb && $0 ~ from { y = 1 } END { exit !(x && y) }' \
 			"$DBG/conns" || { cat "$DBG/conns"; return 1; }
 }
