@@ -233,11 +233,11 @@ impl CmHandler for Ctx {
                 let race = |f: &SockAddr| iface.refuses_race(&ist, *f, granted.dst_stamp);
                 if let Some(from) = peer_iface.filter(race) {
                     drop(ist);
-                    // This side's own connection to that interface goes on, and serves
-                    // both directions; the peer's attempt finds it established.
+                    // This side's own connection to that interface goes on (or is up), and
+                    // serves both directions; the peer's attempt finds it established.
                     iface.rejects_sent.count(Reason::Race);
                     pr_info!(
-                        "{} <- {}: rejecting: race (connecting to {} already)\n",
+                        "{} <- {}: rejecting: race (this side connects to {})\n",
                         iface.addr,
                         peer,
                         from
