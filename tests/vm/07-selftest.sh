@@ -33,7 +33,7 @@ within_connect_timeout() {
 
 # fd 3: the suite's own output, for diagnostics from inside a check.
 exec 3>&1
-ktap_begin 166
+ktap_begin 169
 
 check "load with max_payload=2M" load max_payload=$MAX timeout=10
 check "ping the node itself (default peer)" lst ping --count 20
@@ -334,6 +334,17 @@ check "  served in turn: the slowest within twice the average latency" fair
 check "  64 in flight: at most 8 kernel workers in fastreg's code at once" \
 	few_workers 8 brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 1M --check full \
 	--concurrency 64 --count 128
+# 256 in flight to each of two peers (B, and A itself), on those pools of 4 MRs: 512
+# transfers wait for MRs at once, each behind those before it; 2048 of them (four rounds),
+# so that the first round's shorter waits weigh little in the average. 16 KiB, registered
+# (above max_inline): about 5 s in all, a wait of about 1 s each (1.3 s the slowest), far
+# from the 60 s timeout even on a machine several times slower.
+check "brw write 16K, 256 in flight to each of two peers, pools of 4 MRs" \
+	lst brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --peer $VETH_ADDR0 --size 16k \
+	--check full --concurrency 256 --count 2048
+check "  2048 good transfers, both peers served" \
+	expect "r['ops'] == 2048 and r['errors'] == 0 and r['corrupt'] == 0 and len(r['peers']) == 2 and all(p['ops'] > 0 for p in r['peers'])"
+check "  served in turn: the slowest within twice the average latency" fair
 check "brw read 1M, concurrency 64, to itself (one pool serves both sides)" \
 	lst brw read --size 1M --check full --concurrency 64 --count 128
 check "  128 good transfers" clean_run 128
