@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Where the time of one transfer at a time goes: perf profiles (whole system, 499 Hz) of
-# fastreg's brw read of 64 KiB and brw write of 4 KiB with one in flight, and of perftest's
-# ib_read_bw / ib_write_bw of the same sizes with one outstanding, on the VM's device.
-# Prints each run's result, then its samples by command and by symbol. Run it in a VM:
+# Where the time goes: perf profiles (whole system, 499 Hz) of fastreg's brw runs and of
+# perftest's ib_read_bw / ib_write_bw at the same size and number in flight, on the VM's
+# device. Each run is given as OP BYTES CONCURRENCY (default: read 65536 1 write 4096 1,
+# the rows with one transfer at a time). Prints each run's result, then its samples by
+# command and by symbol. Run it in a VM (with the module's parameters of --params):
 #
-#   scripts/vm.sh --no-load -- bash scripts/profile-guest.sh
+#   scripts/vm.sh [--params "k=v ..."] -- bash scripts/profile-guest.sh [OP BYTES CONCURRENCY]...
 #
 # (see Documentation/performance.rst). It measures nothing that a test asserts.
 set -uo pipefail
 . "$(dirname "$0")/../tests/vm/lib.sh"
 command -v perf >/dev/null || { echo "perf not found (Debian: linux-perf)"; exit 1; }
-load || exit 1
+[ $# -gt 0 ] || set -- read 65536 1 write 4096 1
+[ $(($# % 3)) = 0 ] || { echo "runs are OP BYTES CONCURRENCY"; exit 2; }
+# Loaded by scripts/vm.sh with its --params, or here with the defaults.
+loaded || load || exit 1
 out=$(mktemp -d)
 LST=$FASTREG_TOP/scripts/fastreg-lst
 # prof NAME CMD...: runs CMD under perf; keeps its output and the two reports.
@@ -25,21 +29,33 @@ prof() {
 	perf report -i "$out/$name.data" --no-children --sort sym --stdio 2>/dev/null |
 		grep -E '^ +[0-9]' | head -n 15 >"$out/$name.sym"
 }
-# anchor NAME TOOL SIZE ITERS PORT: a perftest server and client on the device, one outstanding.
+# anchor NAME TOOL SIZE ITERS PORT DEPTH: a perftest server and client on the device.
 anchor() {
-	local args=(-d "$FASTREG_DEV" -R -s "$3" -n "$4" -p "$5" -F -t 1)
-	[ "$2" = ib_read_bw ] && args+=(-o 1)
+	local args=(-d "$FASTREG_DEV" -R -s "$3" -n "$4" -p "$5" -F -t "$6")
+	[ "$2" = ib_read_bw ] && args+=(-o "$(($6 < 128 ? $6 : 128))")
 	"$2" "${args[@]}" >/dev/null 2>&1 &
 	sleep 1
 	prof "$1" "$2" "${args[@]}" "$FASTREG_ADDR"
 	wait
 }
-prof fastreg_read_64k "$LST" brw read --size 64K --concurrency 1 --seconds 8
-anchor perftest_read_64k ib_read_bw 65536 400 18700
-prof fastreg_write_4k "$LST" brw write --size 4K --concurrency 1 --seconds 8
-anchor perftest_write_4k ib_write_bw 4096 2000 18701
+names=()
+port=18700
+while [ $# -ge 3 ]; do
+	op=$1 size=$2 conc=$3
+	shift 3
+	tool=ib_write_bw
+	[ "$op" = read ] && tool=ib_read_bw
+	# About 8 s at tens of MB/s, and at least 4 x the depth.
+	iters=$(((8 * (20 << 20)) / size))
+	[ "$iters" -ge $((4 * conc)) ] || iters=$((4 * conc))
+	[ "$iters" -le 20000 ] || iters=20000
+	prof "fastreg_${op}_${size}_c$conc" "$LST" brw "$op" --size "$size" --concurrency "$conc" --seconds 8
+	anchor "perftest_${op}_${size}_c$conc" "$tool" "$size" "$iters" "$port" "$conc"
+	port=$((port + 1))
+	names+=("fastreg_${op}_${size}_c$conc" "perftest_${op}_${size}_c$conc")
+done
 unload
-for n in fastreg_read_64k perftest_read_64k fastreg_write_4k perftest_write_4k; do
+for n in "${names[@]}"; do
 	echo "===== $n"
 	grep -E 'MiB/s|^ *[0-9]+ +[0-9]+ ' "$out/$n.out"
 	echo "--- samples by command"
