@@ -265,7 +265,6 @@ impl Iface {
         for i in 0..st.dials.len() {
             let peer = st.dials[i].peer;
             let up = Self::established_in(st, peer).ok().flatten();
-            let passive = Self::passive_in(&st.conns, peer, st.dials[i].stamp);
             let conns = &mut st.conns;
             let d = &mut st.dials[i];
             let mut events = [None; 3];
@@ -312,7 +311,7 @@ impl Iface {
                         }
                         // The peer is connecting to this side: this round waits for that
                         // connection rather than racing it.
-                        d.conn = passive.clone();
+                        d.conn = Self::passive_in(conns, peer, d.stamp);
                         if d.conn.is_none() {
                             // Without memory the round's timeout ends the run.
                             let _ = todo.starts.push((peer, d.asked, round), GFP_KERNEL);
