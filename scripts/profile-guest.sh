@@ -7,12 +7,20 @@
 # the rows with one transfer at a time). Prints each run's result, then its samples by
 # command and by symbol. Run it in a VM (with the module's parameters of --params):
 #
-#   scripts/vm.sh [--params "k=v ..."] -- bash scripts/profile-guest.sh [OP BYTES CONCURRENCY]...
+#   scripts/vm.sh [--params "k=v ..."] -- bash scripts/profile-guest.sh \
+#       [--callers SYM[,SYM]...] [OP BYTES CONCURRENCY]...
 #
+# --callers prints, for each run, the call chains (callers, 2 % and more) of the symbols
+# named, for example --callers memmove,_raw_spin_unlock_irqrestore.
 # (see Documentation/performance.rst). It measures nothing that a test asserts.
 set -uo pipefail
 . "$(dirname "$0")/../tests/vm/lib.sh"
 command -v perf >/dev/null || { echo "perf not found (Debian: linux-perf)"; exit 1; }
+callers=""
+if [ "${1:-}" = --callers ]; then
+	callers=$2
+	shift 2
+fi
 [ $# -gt 0 ] || set -- read 65536 1 write 4096 1
 [ $(($# % 3)) = 0 ] || { echo "runs are OP BYTES CONCURRENCY"; exit 2; }
 # Loaded by scripts/vm.sh with its --params, or here with the defaults.
@@ -24,10 +32,14 @@ prof() {
 	local name=$1
 	shift
 	perf record -q -a -g -F 499 -o "$out/$name.data" -- "$@" >"$out/$name.out" 2>&1
-	perf report -i "$out/$name.data" --no-children --sort comm --stdio 2>/dev/null |
+	perf report -i "$out/$name.data" --kallsyms=/proc/kallsyms --no-children --sort comm --stdio 2>/dev/null |
 		grep -E '^ +[0-9]' | head -n 8 >"$out/$name.comm"
-	perf report -i "$out/$name.data" --no-children --sort sym --stdio 2>/dev/null |
+	perf report -i "$out/$name.data" --kallsyms=/proc/kallsyms --no-children --sort sym --stdio 2>/dev/null |
 		grep -E '^ +[0-9]' | head -n 15 >"$out/$name.sym"
+	: >"$out/$name.callers"
+	[ -z "$callers" ] || perf report -i "$out/$name.data" --kallsyms=/proc/kallsyms --no-children --sort sym \
+		--symbols="$callers" -g graph,2,callee --stdio 2>/dev/null |
+		grep -v '^#' | grep -v '^$' | head -n 120 >"$out/$name.callers"
 }
 # anchor NAME TOOL SIZE ITERS PORT DEPTH: a perftest server and client on the device.
 anchor() {
@@ -62,5 +74,6 @@ for n in "${names[@]}"; do
 	cat "$out/$n.comm"
 	echo "--- samples by symbol"
 	cat "$out/$n.sym"
+	[ ! -s "$out/$n.callers" ] || { echo "--- callers of $callers"; cat "$out/$n.callers"; }
 done
 rm -rf "$out"

@@ -39,6 +39,7 @@ mod ifaces;
 mod inline;
 mod lifecycle;
 mod put;
+mod records;
 mod recv;
 mod send;
 mod serve;
@@ -49,6 +50,7 @@ pub(crate) use ifaces::{
     Ifaces,
     NetTick, //
 };
+use records::Records;
 pub(crate) use show::{
     ConnSnap,
     IfaceSnap, //
@@ -334,10 +336,10 @@ struct ConnState {
     mangle: Option<wire::Mangle>,
     /// Transfers this side started and not finished, in submission order (the order in
     /// which they start).
-    xfers: KVec<Xfer>,
+    xfers: Records<Xfer>,
     /// Transfers finished, their outcome to report once the lock is dropped
     /// ([`Conn::deliver`]).
-    finished: KVec<Xfer>,
+    finished: Records<Xfer>,
     /// The (empty) MR lists of reported records, for the next ones.
     #[allow(clippy::type_complexity)]
     spare: KVec<(

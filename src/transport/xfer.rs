@@ -192,8 +192,8 @@ impl Conn {
             },
             GFP_NOWAIT,
         );
-        if let Err(e) = pushed {
-            return Err((e.into(), None));
+        if let Err((e, x)) = pushed {
+            return Err((e, x.region));
         }
         self.drive(&mut st);
         let finished = !st.finished.is_empty();
@@ -413,7 +413,7 @@ impl Conn {
             for mr in x.free.drain_all() {
                 res.pool.put_free(mr);
             }
-            if let Ok(x) = st.xfers.remove(i) {
+            if let Some(x) = st.xfers.remove(i) {
                 // Within the capacity reserved at submission.
                 let _ = st.finished.push(x, GFP_NOWAIT);
             }
@@ -436,7 +436,7 @@ impl Conn {
                 if st.finished.is_empty() {
                     return;
                 }
-                let Ok(mut x) = st.finished.remove(0) else {
+                let Some(mut x) = st.finished.remove(0) else {
                     return;
                 };
                 // Its lists (empty: their MRs went back or died) serve the next record.
