@@ -6,6 +6,8 @@
 #   make test       host unit tests + module build + VM tests; last line "N passed, N failed"
 #   make run        boot a VM on rxe, load fastreg, run the default selftest session
 #   make interop    the larger matrix: more node kinds, siw across nodes
+#   make test-debug every VM suite on the sanitizer kernel (make test runs a subset on it)
+#   make fuzz       the fuzzing peer's long run: 100,000 mutated messages (tests/vm/10-fuzz.sh)
 #   make bench      fastreg vs perftest and nvme-rdma, one VM and two nodes: build/bench/
 #   make lint       rustfmt, clippy (1.96, as the kernel) and checkpatch
 #   make clean      remove build products (the cached kernel stays, see README)
@@ -21,7 +23,7 @@ else
 SETUP := vm
 endif
 
-.PHONY: all module setup test interop run bench lint clean
+.PHONY: all module setup test test-debug interop fuzz run bench lint clean
 
 all: module
 
@@ -36,8 +38,16 @@ test:
 
 interop:
 	@scripts/setup.sh all
-	@for k in $$(. scripts/lib.sh; echo $$NODE_KINDS); do FASTREG_KIND=$$k scripts/kmake.sh -s modules || exit 1; done
+	@for k in $$(. scripts/lib.sh; echo $$KERNEL_KINDS); do FASTREG_KIND=$$k scripts/kmake.sh -s modules || exit 1; done
 	@FASTREG_VM_NOBUILD=1 FASTREG_INTEROP=1 scripts/cluster-tests.sh
+
+test-debug:
+	@scripts/setup.sh all
+	@FASTREG_KIND=x86_64-debug scripts/kmake.sh -s modules
+	@FASTREG_KERNEL=debug FASTREG_VM_NOBUILD=1 FASTREG_VM_TIMEOUT=3600 scripts/vm-tests.sh
+
+fuzz: module
+	@scripts/vm.sh --no-load --timeout 50400 -- bash tests/vm/10-fuzz.sh $${FUZZ_COUNT:-100000}
 
 run: module
 	@scripts/run.sh

@@ -5,6 +5,11 @@
  * Rust cannot call static inline functions or macros. Each helper here wraps exactly one
  * static inline verb or one macro that passes KBUILD_MODNAME, with the same arguments and
  * return value, and nothing else: all logic lives in Rust.
+ *
+ * Every verb fastreg calls that can fail goes through a helper here (the exported ones
+ * too), marked ALLOW_ERROR_INJECTION: /sys/kernel/debug/fail_function can make any of them
+ * fail (Documentation/testing.rst, "Faults"). fastreg_should_fail_wr() is the fault
+ * attribute that fails work completions.
  */
 #ifndef _FASTREG_HELPERS_H
 #define _FASTREG_HELPERS_H
@@ -17,6 +22,11 @@ struct ib_mr;
 struct ib_qp;
 struct ib_send_wr;
 struct ib_recv_wr;
+struct ib_cq;
+struct ib_qp_init_attr;
+struct rdma_cm_id;
+struct rdma_conn_param;
+struct dentry;
 struct scatterlist;
 struct page;
 struct workqueue_struct;
@@ -52,6 +62,34 @@ void fastreg_sg_set_page(struct scatterlist *sg, struct page *page, unsigned int
 			 unsigned int offset);
 u64 fastreg_sg_dma_address(struct scatterlist *sg);
 unsigned int fastreg_sg_dma_len(struct scatterlist *sg);
+/* ib_alloc_mr() of an IB_MR_TYPE_MEM_REG MR; exported, wrapped for error injection. */
+struct ib_mr *fastreg_ib_alloc_mr(struct ib_pd *pd, u32 max_num_sg);
+/* ib_map_mr_sg(); exported, wrapped for error injection. */
+int fastreg_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
+			 unsigned int *sg_offset, unsigned int page_size);
+/* ib_alloc_cq() is a macro that passes KBUILD_MODNAME (IB_POLL_WORKQUEUE, vector 0). */
+struct ib_cq *fastreg_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe);
+/* rdma_create_qp(), rdma_connect(), rdma_accept(); exported, wrapped for error injection. */
+int fastreg_rdma_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
+			   struct ib_qp_init_attr *attr);
+int fastreg_rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *param);
+int fastreg_rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *param);
+/*
+ * The fault attribute /sys/kernel/debug/fastreg_fail_wr/ (the kernel's fault-injection
+ * knobs: probability, interval, times, ...; plus "kinds", a mask of the FASTREG_FAIL_WR_*
+ * below, default all): fastreg_should_fail_wr(KINDS) says whether a chain of work requests
+ * holding KINDS, being posted, is to complete in error. Created by fastreg_fail_wr_init()
+ * (0 or a negative errno), removed by fastreg_fail_wr_exit(); without
+ * CONFIG_FAULT_INJECTION_DEBUG_FS nothing is created and nothing fails.
+ */
+#define FASTREG_FAIL_WR_REG 1U		/* a chain with a REG_MR */
+#define FASTREG_FAIL_WR_LOCAL_INV 2U	/* a chain with a LOCAL_INV */
+#define FASTREG_FAIL_WR_SEND 4U		/* any other send chain (messages, RDMA WRITEs) */
+#define FASTREG_FAIL_WR_RECV 8U		/* a receive (reported flushed) */
+#define FASTREG_FAIL_WR_ALL 15U
+int fastreg_fail_wr_init(void);
+void fastreg_fail_wr_exit(void);
+bool fastreg_should_fail_wr(u32 kinds);
 /* ib_post_send() is static inline. */
 int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 			 const struct ib_send_wr **bad_wr);

@@ -4,11 +4,14 @@
 # Boots one VM per node on one private Ethernet segment, brings up an RDMA device on each
 # node's NIC, loads fastreg and runs CMD on every node; exits with node 0's status.
 #
-#   scripts/cluster.sh [--node KIND]... [--rdma rxe|siw] [--params "k=v ..."] [--no-load]
-#                      [--timeout S] [--memory SIZE] [--cpus N] -- CMD...
+#   scripts/cluster.sh [--node KIND]... [--rdma rxe|siw] [--kernel default|debug]
+#                      [--params "k=v ..."] [--no-load] [--timeout S] [--memory SIZE]
+#                      [--cpus N] -- CMD...
 #
 # KIND is x86_64 (4 KiB pages), arm64-64k or arm64-16k (default: one x86_64 and one
-# arm64-64k node); --rdma picks the device kind (default rxe; the device is rxe0 or siw0).
+# arm64-64k node); --rdma picks the device kind (default rxe; the device is rxe0 or siw0);
+# --kernel debug runs the x86_64 nodes on the sanitizer kernel (kind x86_64-debug,
+# scripts/kernel-debug.config; the arm64 nodes keep theirs).
 # Node N has MAC 52:54:00:fa:00:NN and address 10.77.0.(N+1)/24. CMD runs from the project
 # tree on every node with FASTREG_TOP (that tree in the guest), FASTREG_NODE (the node's
 # index), FASTREG_NODES (every node's address, in node order), FASTREG_BARRIER (a command:
@@ -24,17 +27,19 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 usage() {
-	sed -n '4,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,26p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
-kinds=() rdma=rxe params="" load=1 timeout=900 memory=2G cpus=2
+kinds=() rdma=rxe kernel=default params="" load=1 timeout=900 memory=2G cpus=2
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--node) [ $# -ge 2 ] || usage; kinds+=("$2"); shift 2 ;;
 	--node=*) kinds+=("${1#*=}"); shift ;;
 	--rdma) [ $# -ge 2 ] || usage; rdma=$2; shift 2 ;;
 	--rdma=*) rdma=${1#*=}; shift ;;
+	--kernel) [ $# -ge 2 ] || usage; kernel=$2; shift 2 ;;
+	--kernel=*) kernel=${1#*=}; shift ;;
 	--params) [ $# -ge 2 ] || usage; params=$2; shift 2 ;;
 	--params=*) params=${1#*=}; shift ;;
 	--no-load) load=0; shift ;;
@@ -51,7 +56,10 @@ done
 [ ${#kinds[@]} -le 16 ] || die "at most 16 nodes"
 [[ "$timeout" =~ ^[0-9]+$ ]] || die "--timeout takes seconds"
 case "$rdma" in rxe | siw) ;; *) die "--rdma takes rxe or siw, not '$rdma'" ;; esac
-for k in "${kinds[@]}"; do valid_kind "$k"; done
+for i in "${!kinds[@]}"; do
+	valid_kind "${kinds[$i]}"
+	kinds[$i]=$(kernel_kind "${kinds[$i]}" "$kernel")
+done
 [ "$(id -u)" -eq 0 ] || die "needs root (network namespace, tap devices)"
 
 # Kernels, root file system and modules (each step is quick when done).
@@ -108,7 +116,7 @@ boot_node() {
 	ip -n "$ns" link set "$tap" master frbr0 up
 	net="-netdev tap,id=fr0,ifname=$tap,script=no,downscript=no -device virtio-net-pci,netdev=fr0,mac=$mac"
 	case "$kind" in
-	x86_64)
+	x86_64 | "$DEBUG_KIND")
 		setsid ip netns exec "$ns" timeout -k 10 "$timeout" vng --run "$kdir" --disable-kvm \
 			--memory "$memory" --cpus "$cpus" --user root --cwd "$FASTREG_TOP" --rwdir="$run" \
 			--qemu-opts="$net" --exec "bash $FASTREG_TOP/scripts/cluster-guest.sh $i $run" \

@@ -13,6 +13,12 @@ guest_basics() {
 	# A task blocked uninterruptibly this long is reported (the VM tests fail on the report):
 	# no teardown or unload may hang, however the transport got there.
 	[ ! -w /proc/sys/kernel/hung_task_timeout_secs ] || echo 15 >/proc/sys/kernel/hung_task_timeout_secs
+	# kmemleak (the sanitizer kernel): what boot left is not the tests' (scanned, then
+	# cleared: only objects allocated later are reported).
+	if [ -w /sys/kernel/debug/kmemleak ]; then
+		echo scan >/sys/kernel/debug/kmemleak
+		echo clear >/sys/kernel/debug/kmemleak
+	fi
 }
 
 # rdma_up KIND DEV NETDEV: a soft RDMA device of KIND (rxe: soft RoCE, siw: soft iWARP) named

@@ -38,9 +38,26 @@ ARM64_FRAGMENT=$FASTREG_TOP/scripts/kernel-arm64.config
 # Options of scripts/kernel.config that arm64 does not have or does not want.
 ARM64_DROP="64BIT EARLY_PRINTK SERIAL_8250 SERIAL_8250_CONSOLE ACPI I6300ESB_WDT"
 
+# The x86_64 sanitizer kernel (KASAN, kmemleak, lockdep, debug objects, SLUB debugging,
+# fault injection): scripts/kernel-debug.config over the base fragment. `--kernel debug` of
+# scripts/vm.sh and scripts/cluster.sh runs the x86_64 nodes on it.
+DEBUG_KIND=x86_64-debug
+DEBUG_FRAGMENT=$FASTREG_TOP/scripts/kernel-debug.config
+KERNEL_KINDS="$NODE_KINDS $DEBUG_KIND"
+
 valid_kind() {
-	case " $NODE_KINDS " in *" $1 "*) return 0 ;; esac
-	die "unknown node kind '$1' (one of: $NODE_KINDS)"
+	case " $KERNEL_KINDS " in *" $1 "*) return 0 ;; esac
+	die "unknown node kind '$1' (one of: $KERNEL_KINDS)"
+}
+
+# kernel_kind KIND KERNEL: the kind a node of KIND runs with --kernel KERNEL (default or
+# debug; the sanitizer kernel is x86_64 only).
+kernel_kind() {
+	case "$2" in
+	default) echo "$1" ;;
+	debug) case "$1" in x86_64 | "$DEBUG_KIND") echo "$DEBUG_KIND" ;; *) echo "$1" ;; esac ;;
+	*) die "--kernel takes default or debug, not '$2'" ;;
+	esac
 }
 
 # kind_arch KIND: the kernel's ARCH for a node kind.
@@ -53,6 +70,11 @@ kind_arch() {
 kind_fragment() {
 	case "$1" in
 	x86_64) cat "$KERNEL_FRAGMENT" ;;
+	"$DEBUG_KIND")
+		cat "$KERNEL_FRAGMENT"
+		echo
+		cat "$DEBUG_FRAGMENT"
+		;;
 	arm64-*)
 		local drop
 		drop=$(printf '^CONFIG_%s=|' $ARM64_DROP)

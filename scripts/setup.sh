@@ -5,10 +5,12 @@
 # already done and skips itself. Called by the make targets; never needs to be run by hand.
 #
 #   scripts/setup.sh              all steps (packages, bindgen, virtme-ng, every node kind's
-#                                 kernel, the arm64 root file system)
+#                                 kernel, the x86_64 sanitizer kernel, the arm64 root file
+#                                 system)
 #   scripts/setup.sh vm           what one x86_64 VM needs (no arm64 kernels or root)
+#   scripts/setup.sh debug        what one x86_64 VM on the sanitizer kernel needs
 #   scripts/setup.sh host         only what host-side checks need (packages, bindgen)
-#   scripts/setup.sh kernel KIND  one node kind's kernel (x86_64, arm64-64k, arm64-16k)
+#   scripts/setup.sh kernel KIND  one kind's kernel (x86_64, x86_64-debug, arm64-64k, arm64-16k)
 #   scripts/setup.sh nodes        the arm64 kernels and root file system
 #
 # Each kernel is built once per (kernel version, node kind, config fragment, recipe) and cached
@@ -162,7 +164,7 @@ step_kernel() {
 	local start=$SECONDS
 	make -C "$kdir" "${flags[@]}" -j"$jobs" $image modules >"$dir/build.log" 2>&1 ||
 		{ tail -n 40 "$dir/build.log" >&2; die "kernel build failed, see $dir/build.log"; }
-	if [ "$kind" != x86_64 ]; then
+	if [ "$arch" != x86_64 ]; then
 		# The guests of other architectures cannot use the host's /lib/modules: theirs is
 		# installed beside the tree and shared into the guest (scripts/cluster.sh).
 		rm -rf "$dir/mods"
@@ -240,13 +242,14 @@ main() {
 	mkdir -p "$FASTREG_CACHE"
 	case "${1:-all}" in
 	host) step_packages; step_bindgen ;;
-	all) step_packages; step_bindgen; step_venv; step_kernel; step_nodes ;;
+	all) step_packages; step_bindgen; step_venv; step_kernel; step_kernel "$DEBUG_KIND"; step_nodes ;;
 	vm) step_packages; step_bindgen; step_venv; step_kernel ;;
 	kernel) step_kernel "${2:-x86_64}" ;;
+	debug) step_packages; step_bindgen; step_venv; step_kernel "$DEBUG_KIND" ;;
 	nodes) step_nodes ;;
 	rootfs) step_rootfs ;;
 	bench) step_packages; step_bindgen; step_venv; step_kernel; step_nodes; step_plot ;;
-	*) die "usage: $0 [all|vm|host|kernel [KIND]|nodes|rootfs|bench]" ;;
+	*) die "usage: $0 [all|vm|debug|host|kernel [KIND]|nodes|rootfs|bench]" ;;
 	esac
 }
 

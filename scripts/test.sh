@@ -28,8 +28,8 @@ p=${p:-0} f=${f:-0}
 echo "host tests: $p passed, $f failed"
 add "$p" "$f"
 
-echo "==== module build (one per node kind: $NODE_KINDS)"
-for kind in $NODE_KINDS; do
+echo "==== module build (one per kernel kind: $KERNEL_KINDS)"
+for kind in $KERNEL_KINDS; do
 	if FASTREG_KIND=$kind scripts/kmake.sh modules; then
 		echo "module build $kind: 1 passed, 0 failed"
 		add 1 0

@@ -3,15 +3,16 @@
 #
 # Runs inside the VM started by scripts/vm.sh: sets up the soft RDMA device and fastreg,
 # then CMD.
-#   vm-guest.sh RDMA PARAMS LOAD CMD...
-# RDMA is the device kind: rxe (soft RoCE, device rxe0) or siw (soft iWARP, device siw0).
+#   vm-guest.sh RDMA PARAMS LOAD KO CMD...
+# RDMA is the device kind: rxe (soft RoCE, device rxe0) or siw (soft iWARP, device siw0); KO
+# the module built for the kernel the VM runs.
 # Exports to CMD: FASTREG_TOP, FASTREG_RDMA (the device kind), FASTREG_DEV (the device),
 # FASTREG_NIC (the NIC it sits on), FASTREG_ADDR (its IPv4), FASTREG_KO (the module).
 set -uo pipefail
-rdma=$1 params=$2 load=$3
-shift 3
+rdma=$1 params=$2 load=$3 ko=$4
+shift 4
 FASTREG_TOP=$(cd "$(dirname "$0")/.." && pwd)
-export FASTREG_TOP FASTREG_RDMA=$rdma FASTREG_DEV=${rdma}0 FASTREG_KO=$FASTREG_TOP/fastreg.ko
+export FASTREG_TOP FASTREG_RDMA=$rdma FASTREG_DEV=${rdma}0 FASTREG_KO=$ko
 
 . "$FASTREG_TOP/scripts/guest-lib.sh"
 guest_basics

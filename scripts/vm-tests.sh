@@ -34,8 +34,8 @@ for t in "${tests[@]}"; do
 		echo "# ---- $name"
 		start=$SECONDS
 		# Shown as it comes (a suite runs for minutes), and kept for the tally.
-		FASTREG_VM_NOBUILD=${FASTREG_VM_NOBUILD:-} scripts/vm.sh "${args[@]}" --no-load \
-			--timeout "${FASTREG_VM_TIMEOUT:-900}" -- bash "$t" 2>&1 | tee "$log"
+		FASTREG_VM_NOBUILD=${FASTREG_VM_NOBUILD:-} scripts/vm.sh --timeout "${FASTREG_VM_TIMEOUT:-900}" "${args[@]}" \
+			--no-load -- bash "$t" 2>&1 | tee "$log"
 		rc=${PIPESTATUS[0]}
 		out=$(<"$log")
 		ktap_tally "$name" $rc "$out"

@@ -153,6 +153,20 @@ pub(crate) enum Ctl<'a> {
         /// Peer address.
         peer: [u8; 4],
     },
+    /// `fuzz LOCAL [seed=S] [rate=PPM] count=N`: test hook. Interface LOCAL mutates what
+    /// it sends (messages and connection parameters), `rate` per million (default all of
+    /// them), until it made `count` mutations, reproducibly from `seed` (default 1); see
+    /// [`crate::fuzz`]. `fuzz LOCAL off` (or `count=0`) stops it.
+    Fuzz {
+        /// Local interface address.
+        local: [u8; 4],
+        /// Seed of the mutations.
+        seed: u64,
+        /// Mutations per million things sent.
+        rate: u32,
+        /// Mutations to make (0: stop).
+        count: u64,
+    },
 }
 
 /// What the `fault` command does (see [`Ctl::Fault`]).
@@ -297,10 +311,37 @@ impl<'a> Ctl<'a> {
                 }
                 Ok(Ctl::Close { local, peer })
             }
+            (Some("fuzz"), local) => {
+                let local = ip(local)?;
+                let (mut seed, mut rate, mut count) = (1, 1_000_000, None);
+                for kv in w {
+                    if kv == "off" && count.is_none() {
+                        count = Some(0);
+                        continue;
+                    }
+                    let (k, v) = kv.split_once('=').ok_or("fuzz takes key=value or off")?;
+                    match k {
+                        "seed" => seed = parse_num(v, 0, u64::MAX)?,
+                        "rate" => rate = parse_num(v, 1, 1_000_000)?,
+                        "count" => count = Some(parse_num(v, 0, MAX_FUZZ)?),
+                        _ => return Err("unknown fuzz setting"),
+                    }
+                }
+                let count = count.ok_or("missing count")?;
+                Ok(Ctl::Fuzz {
+                    local,
+                    seed,
+                    rate,
+                    count,
+                })
+            }
             _ => Err("unknown command"),
         }
     }
 }
+
+/// Most mutations one `fuzz` command may ask for.
+pub(crate) const MAX_FUZZ: u64 = 1 << 32;
 
 /// Most peers one selftest command may name.
 pub(crate) const MAX_PEERS: usize = 8;

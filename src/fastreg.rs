@@ -14,6 +14,7 @@ mod credits;
 mod device;
 mod dial_state;
 mod frag;
+mod fuzz;
 mod limits;
 mod lst;
 mod mr_state;
@@ -24,6 +25,7 @@ mod region;
 mod report;
 mod show;
 mod stats;
+mod tally;
 mod transport;
 mod verbs;
 mod wait;
@@ -131,6 +133,9 @@ struct FastregModule {
     _tick: TickGuard,
     _client: verbs::Registration<Fastreg>,
     _report: report::Report,
+    // The completion fault attribute outlives every work request (it is asked when they are
+    // posted, not when they complete).
+    _fail_wr: verbs::FailWr,
     // Last: operations still queued (their interfaces gone, they fail at once) drain here.
     _wq: verbs::Workqueue,
 }
@@ -140,6 +145,7 @@ impl kernel::Module for FastregModule {
         let params = load_params()?;
         pr_info!("loaded: {}\n", show::Show(params.listing(" ")));
         let wq = verbs::Workqueue::new()?;
+        let fail_wr = verbs::FailWr::new();
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
         let ifaces = Arc::pin_init(transport::Ifaces::new(), GFP_KERNEL)?;
         let report = report::Report::new(params, devices.clone(), ifaces.clone())?;
@@ -157,6 +163,7 @@ impl kernel::Module for FastregModule {
             ifaces,
         })?;
         Ok(Self {
+            _fail_wr: fail_wr,
             _tick: tick,
             _client: client,
             _report: report,

@@ -214,6 +214,28 @@ pub(crate) fn on_reject(asked: &ConnParams, limits: &ConnParams) -> Retry {
     }
 }
 
+/// Errnos of a connect that the network failed (no answer, refused, reset, unreachable).
+const NET_ERRNOS: [i32; 5] = [
+    -110, // ETIMEDOUT
+    -111, // ECONNREFUSED
+    -104, // ECONNRESET
+    -113, // EHOSTUNREACH
+    -101, // ENETUNREACH
+];
+
+/// The active side's reaction to `RDMA_CM_EVENT_CONNECT_ERROR` with `status` after asking
+/// `asked`. Unless the network failed the connect, the peer answered and this side could
+/// not act on the reply: rdma_cm could not move the QP to RTR or RTS, or send the RTU (seen
+/// on rxe, rarely, as -EINVAL when two interfaces connect to each other at once). The next
+/// round asks the same after a pause, within the run's rounds.
+pub(crate) fn on_connect_error(asked: &ConnParams, status: i32) -> Retry {
+    if status < 0 && status > -4096 && !NET_ERRNOS.contains(&status) {
+        Retry::Again(*asked)
+    } else {
+        Retry::Fail
+    }
+}
+
 /// Checks an accept: it may grant no more than `asked`, and must be for this requester.
 pub(crate) fn check_accept(asked: &ConnParams, granted: &ConnParams) -> bool {
     granted.version == asked.version

@@ -93,6 +93,8 @@ pub(crate) struct Counters {
     pub(crate) waits: Atomic<u64>,
     /// Times a transfer gave up waiting for MRs.
     pub(crate) timeouts: Atomic<u64>,
+    /// `ib_alloc_mr` calls that failed.
+    pub(crate) alloc_failures: Atomic<u64>,
 }
 
 impl Counters {
@@ -106,6 +108,7 @@ impl Counters {
             errors: Atomic::new(0),
             waits: Atomic::new(0),
             timeouts: Atomic::new(0),
+            alloc_failures: Atomic::new(0),
         }
     }
 }
@@ -126,6 +129,10 @@ struct Inner {
     /// first is told when MRs come back ([`Waiter`]). Threads that wait (`waiting`) go
     /// first.
     line: KVec<Arc<dyn Waiter>>,
+    /// When a failed `ib_alloc_mr` was last logged (at most once a second), and how many
+    /// failed since.
+    warned: Option<Instant<Monotonic>>,
+    unwarned: u64,
 }
 
 impl Inner {
@@ -198,6 +205,8 @@ impl Pool {
                         live: 0,
                         waiting: KVec::new(),
                         next_ticket: 0,
+                        warned: None,
+                        unwarned: 0,
                         line: KVec::new(),
                     },
                     "fastreg::Pool::inner"
@@ -260,7 +269,10 @@ impl Pool {
         for i in 0..n {
             let mr = match Mr::alloc(&self.pd, self.cfg.mr_pages) {
                 Ok(mr) => mr.counted(&self.tally),
-                Err(e) => return fail(out, n - i, e),
+                Err(e) => {
+                    self.alloc_failed(e);
+                    return fail(out, n - i, e);
+                }
             };
             inc(&self.counters.allocated, 1);
             if let Err(e) = out.push(FrMr::new(mr), GFP_KERNEL) {
@@ -268,6 +280,32 @@ impl Pool {
             }
         }
         Ok(())
+    }
+
+    /// Counts a failed `ib_alloc_mr` and logs it, at most once a second per pool.
+    fn alloc_failed(&self, e: Error) {
+        inc(&self.counters.alloc_failures, 1);
+        let (live, more) = {
+            let mut inner = self.inner.lock();
+            if inner
+                .warned
+                .is_some_and(|t| t.elapsed() < Delta::from_millis(1000))
+            {
+                inner.unwarned += 1;
+                return;
+            }
+            inner.warned = Some(Instant::now());
+            (inner.live, core::mem::take(&mut inner.unwarned))
+        };
+        pr_warn!(
+            "{}: ib_alloc_mr failed ({:?}) with {} MRs live of at most {}; {} more failed \
+             since the last such message\n",
+            self.pd.device().name(),
+            e,
+            live,
+            self.cfg.max,
+            more
+        );
     }
 
     /// MRs a transfer this node starts must leave for the transfers it serves: half the

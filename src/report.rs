@@ -38,6 +38,7 @@ use crate::{
     negotiate::Reason,
     params::Params,
     transport::{
+        self,
         ConnSnap,
         Iface,
         IfaceSnap,
@@ -105,7 +106,33 @@ fn write_iface(i: &IfaceSnap, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Re
     write_rejects(&i.rejects_sent, f)?;
     f.write_str(" rejects_received=")?;
     write_rejects(&i.rejects_received, f)?;
-    writeln!(f)
+    writeln!(f)?;
+    // Connections that went down, one line per reason (the reason is free text, last).
+    for (why, n) in i.closed_by.iter() {
+        writeln!(f, "  closed {} {}", n, why)?;
+    }
+    if i.closed_by.other > 0 {
+        writeln!(f, "  closed {} other", i.closed_by.other)?;
+    }
+    if let Some(fz) = &i.fuzz {
+        write!(
+            f,
+            "  fuzz rate={} left={} seen={} made={} by_kind=",
+            fz.rate,
+            fz.left,
+            fz.seen,
+            fz.total()
+        )?;
+        let mut any = false;
+        for (name, n) in transport::mutation_names().zip(fz.made) {
+            if n > 0 {
+                write!(f, "{}{}:{}", if any { "," } else { "" }, name, n)?;
+                any = true;
+            }
+        }
+        writeln!(f, "{}", if any { "" } else { "none" })?;
+    }
+    Ok(())
 }
 
 fn write_conn(c: &ConnSnap, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -362,6 +389,21 @@ impl CtlFile {
                     CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
                 (r, text)
             }
+            command::Ctl::Fuzz {
+                local,
+                seed,
+                rate,
+                count,
+            } => {
+                let r = self
+                    .ifaces
+                    .find(local)
+                    .ok_or(ENOENT)
+                    .map(|i| i.fuzz(seed, rate, count));
+                let text =
+                    CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
+                (r, text)
+            }
             command::Ctl::Close { local, peer } => {
                 let r = self.ifaces.find(local).ok_or(ENOENT).and_then(|i| {
                     let port = i.addr().port;
@@ -462,7 +504,7 @@ impl Report {
                         f,
                         "{}: mr_pages={} size={} max={} live={} free={} allocated={} released={} \
                          registrations={} local_invalidations={} remote_invalidations={} \
-                         errors={} waits={} timeouts={}",
+                         errors={} waits={} timeouts={} alloc_failures={}",
                         dev.name(),
                         cfg.mr_pages,
                         cfg.size,
@@ -476,7 +518,8 @@ impl Report {
                         c.remote_invalidations.load(Relaxed),
                         c.errors.load(Relaxed),
                         c.waits.load(Relaxed),
-                        c.timeouts.load(Relaxed)
+                        c.timeouts.load(Relaxed),
+                        c.alloc_failures.load(Relaxed)
                     )
                 })
             }),

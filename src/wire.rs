@@ -81,7 +81,8 @@ pub(crate) enum Type {
 }
 
 impl Type {
-    fn from_u8(v: u8) -> Option<Type> {
+    /// The type of byte `v`, if it names one.
+    pub(crate) fn from_u8(v: u8) -> Option<Type> {
         Some(match v {
             0xd0 => Type::Noop,
             0xd1 => Type::Immediate,
@@ -507,6 +508,26 @@ impl core::fmt::Display for WireError {
             WireError::Regs => "registrations do not add up",
             WireError::Reserved => "reserved field not zero",
         })
+    }
+}
+
+impl WireError {
+    /// Why a connection that received such a message was closed (the connection's reason,
+    /// counted by interface).
+    pub(crate) fn closing(self) -> &'static str {
+        match self {
+            WireError::Short => "invalid message: too short",
+            WireError::Magic => "invalid message: bad magic",
+            WireError::Version => "invalid message: unsupported version",
+            WireError::Type => "invalid message: unknown type",
+            WireError::Length => "invalid message: bad length",
+            WireError::Checksum => "invalid message: bad checksum",
+            WireError::Stale => "invalid message: stale stamps",
+            WireError::Credits => "invalid message: too many credits",
+            WireError::Limit => "invalid message: beyond the negotiated limits",
+            WireError::Regs => "invalid message: registrations do not add up",
+            WireError::Reserved => "invalid message: reserved field not zero",
+        }
     }
 }
 

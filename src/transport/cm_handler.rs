@@ -45,7 +45,7 @@ impl CmHandler for Ctx {
                 // for `in_connect` to clear.
                 // Counted until it is done: the device's removal waits for it, so
                 // rdma_cm's own removal never finds this id's handler lock held.
-                let private = asked.encode();
+                let private = conn.iface.outgoing(&asked);
                 let (c, e): (_, Arc<Endpoint<Ctx>>) = (conn.clone(), ep.into());
                 if conn.iface.res.spawn(move || c.connect_work(e, private)) {
                     st.in_connect = true;
@@ -163,7 +163,13 @@ impl CmHandler for Ctx {
                     verbs::event_name(event).to_str().unwrap_or("?"),
                     status
                 );
-                st.retry = Some(Retry::Fail);
+                // A connect error the network did not cause is retried (see
+                // `negotiate::on_connect_error`); anything else ends the run.
+                st.retry = Some(if verbs::is_connect_error(event) {
+                    negotiate::on_connect_error(&st.asked, status)
+                } else {
+                    Retry::Fail
+                });
                 // rdma_cm's status is a negative errno for address and route errors.
                 st.connect_err = Some(if (-4095..0).contains(&status) {
                     status
@@ -207,7 +213,7 @@ impl CmHandler for Ctx {
             Answer::Reject(why, limits) => {
                 iface.rejects_sent.count(why);
                 pr_info!("{} <- {}: rejecting: {}\n", iface.addr, peer, why.name());
-                let _ = req.reject(&limits.encode());
+                let _ = req.reject(&iface.outgoing(&limits));
                 Err(EINVAL)
             }
             Answer::Accept(granted) => {
@@ -242,7 +248,7 @@ impl CmHandler for Ctx {
                         peer,
                         from
                     );
-                    let _ = req.reject(&me.params(0, Reason::Race as u8).encode());
+                    let _ = req.reject(&iface.outgoing(&me.params(0, Reason::Race as u8)));
                     return Err(EINVAL);
                 }
                 let accepted = iface.accepted(&ist);
@@ -255,13 +261,13 @@ impl CmHandler for Ctx {
                         peer,
                         accepted
                     );
-                    let _ = req.reject(&me.params(0, Reason::NoResources as u8).encode());
+                    let _ = req.reject(&iface.outgoing(&me.params(0, Reason::NoResources as u8)));
                     return Err(EBUSY);
                 }
                 // The push below must not fail once the id is accepted: returning an error
                 // then would make rdma_cm destroy an id the endpoint owns.
                 ist.conns.reserve(1, GFP_KERNEL)?;
-                let private = granted.encode();
+                let private = iface.outgoing(&granted);
                 let setup_conn = conn.clone();
                 let qd = granted.queue_depth;
                 let accepted = req.accept(

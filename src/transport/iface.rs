@@ -72,6 +72,9 @@ impl Iface {
                 corrupt_next: Atomic::new(0),
                 served_get <- new_mutex!(None, "fastreg::Iface::served_get"),
                 recorded_put <- new_mutex!(None, "fastreg::Iface::recorded_put"),
+                fuzzing: Atomic::new(false),
+                fuzz <- new_mutex!(None, "fastreg::Iface::fuzz"),
+                closed_by <- new_mutex!(Tally::new(), "fastreg::Iface::closed_by"),
                 st <- new_mutex!(IfaceState {
                     listener: None,
                     conns: KVec::new(),

@@ -155,6 +155,7 @@ impl Conn {
         if matches!(a, Action::Teardown | Action::TeardownAndRetry) {
             if st.reason.is_none() {
                 st.reason = Some(reason);
+                self.iface.count_closed(reason);
             }
             if st.state == State::Established {
                 pr_info!(
@@ -213,15 +214,17 @@ impl Conn {
         if matches!(st.state, State::Closing | State::Closed) {
             return;
         }
-        if wc.flushed() && self.active && st.state == State::Connecting {
+        // An injected flush (`fastreg_fail_wr`) has no CM event behind it.
+        if wc.flushed() && !wc.injected() && self.active && st.state == State::Connecting {
             return;
         }
         pr_err!(
-            "{} {}: {}: {}\n",
+            "{} {}: {}: {}{}\n",
             self.iface.addr,
             self.peer,
             reason,
-            wc.status_msg().to_str().unwrap_or("?")
+            wc.status_msg().to_str().unwrap_or("?"),
+            if wc.injected() { " (injected)" } else { "" }
         );
         self.on(st, Event::Error, reason);
     }

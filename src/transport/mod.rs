@@ -27,11 +27,12 @@
 //! connection), [`put`] and [`get`] (the steps of the transfers this side starts),
 //! [`serve`] (the transfers it serves for a peer),
 //! [`inline`] (small transfers carried in the messages, both sides),
-//! [`hooks`] (test hooks), [`show`] (debugfs output) and [`ifaces`] (the node's interfaces).
+//! [`hooks`] (test hooks), [`fuzzing`] (the fuzzing peer), [`show`] (debugfs output) and [`ifaces`] (the node's interfaces).
 
 mod call;
 mod cm_handler;
 mod dial;
+mod fuzzing;
 mod get;
 mod hooks;
 mod iface;
@@ -46,6 +47,7 @@ mod serve;
 mod show;
 mod xfer;
 
+pub(crate) use fuzzing::mutation_names;
 pub(crate) use ifaces::{
     Ifaces,
     NetTick, //
@@ -99,6 +101,7 @@ use crate::{
     credits,
     device::DevRes,
     frag::Geometry,
+    fuzz::Fuzzer,
     mr_state::state::{
         Free,
         Invalidating,
@@ -115,6 +118,7 @@ use crate::{
         Region, //
     },
     show::Show,
+    tally::Tally,
     verbs::{
         self,
         Access,
@@ -263,6 +267,14 @@ pub(crate) struct Iface {
     /// Test hook ([`Fault::StaleRkey`]): the registrations of the sink of a PUT it did.
     #[pin]
     recorded_put: Mutex<Option<Regs>>,
+    /// Test hook (`fuzz` command): whether a fuzzing run is on, and the run, which mutates
+    /// what the interface sends ([`crate::fuzz`]). A leaf lock, taken under a connection's.
+    fuzzing: Atomic<bool>,
+    #[pin]
+    fuzz: Mutex<Option<Fuzzer>>,
+    /// Its connections that went down, by the first reason given (a leaf lock).
+    #[pin]
+    closed_by: Mutex<Tally>,
     #[pin]
     st: Mutex<IfaceState>,
     /// When it was created (the clock of its dials).

@@ -136,7 +136,7 @@ impl Conn {
                     self.peer,
                     Show(e)
                 );
-                self.on(&mut st, Event::Error, "invalid message");
+                self.on(&mut st, Event::Error, e.closing());
                 return;
             }
         };

@@ -106,7 +106,7 @@ impl Conn {
                     if let Some(m) = mangle {
                         wire::mangle(m, &mut b[..n]);
                     }
-                    Some(n)
+                    Some(self.iface.fuzz_msg(b, n))
                 })
                 .ok_or(EMSGSIZE)?;
             filled?;

@@ -34,6 +34,10 @@ pub(crate) struct IfaceSnap {
     /// Rejects by reason (index: the reason's number).
     pub(crate) rejects_sent: [u64; REASONS],
     pub(crate) rejects_received: [u64; REASONS],
+    /// Its fuzzing run, if any (test hook).
+    pub(crate) fuzz: super::fuzzing::FuzzSnap,
+    /// Its connections that went down, by reason.
+    pub(crate) closed_by: Tally,
     pub(crate) conns: KVec<ConnSnap>,
 }
 
@@ -70,7 +74,10 @@ impl Iface {
         for c in conns.iter() {
             snaps.push(c.snapshot(), GFP_KERNEL)?;
         }
+        let (fuzz, closed_by) = self.fuzz_snapshot();
         Ok(IfaceSnap {
+            fuzz,
+            closed_by,
             res: self.res.clone(),
             addr: self.addr,
             tun: self.tun,

@@ -238,6 +238,12 @@ impl DmaSgl {
         let mapped =
             unsafe { ib::fastreg_ib_dma_map_sg(device.as_raw(), sgl.as_mut_ptr(), n as i32) };
         if mapped <= 0 {
+            pr_err!(
+                "{}: ib_dma_map_sg of {} entries ({} bytes) failed\n",
+                device.name(),
+                n,
+                buffer.len()
+            );
             return Err(EIO);
         }
         // INVARIANT: mapped above; `Drop` unmaps.

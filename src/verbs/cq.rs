@@ -54,16 +54,13 @@ impl Cq {
     ///
     /// `sq` outlives the CQ.
     pub(super) unsafe fn new(device: &Device, entries: u32, sq: &SendQueue) -> Result<Self> {
-        // SAFETY: The device is valid; the caller string is a static C string; the context
-        // is only read by `done_callback`, while the CQ lives (and `sq` with it).
+        // SAFETY: The device is valid; the context is only read by `done_callback`, while
+        // the CQ lives (and `sq` with it).
         let ptr = from_err_ptr(unsafe {
-            ib::__ib_alloc_cq(
+            ib::fastreg_ib_alloc_cq(
                 device.as_raw(),
                 core::ptr::from_ref(sq).cast_mut().cast(),
                 entries as i32,
-                0,
-                ib::ib_poll_context_IB_POLL_WORKQUEUE,
-                c"fastreg".as_char_ptr(),
             )
         })?;
         // INVARIANT: Just allocated.
@@ -89,24 +86,30 @@ impl Drop for Cq {
     }
 }
 
-/// A work completion, as passed to a handler.
-pub(crate) struct Wc<'a>(&'a ib::ib_wc);
+/// A work completion, as passed to a handler: the device's, with its status replaced by
+/// an error when the `fastreg_fail_wr` fault attribute chose its chain.
+pub(crate) struct Wc<'a>(&'a ib::ib_wc, u32);
 
 impl Wc<'_> {
     /// Whether the work request succeeded.
     pub(crate) fn ok(&self) -> bool {
-        self.0.status == ib::ib_wc_status_IB_WC_SUCCESS
+        self.1 == ib::ib_wc_status_IB_WC_SUCCESS
     }
 
     /// Whether the work request was flushed (its QP is in the error state).
     pub(crate) fn flushed(&self) -> bool {
-        self.0.status == ib::ib_wc_status_IB_WC_WR_FLUSH_ERR
+        self.1 == ib::ib_wc_status_IB_WC_WR_FLUSH_ERR
+    }
+
+    /// Whether the error was injected (`fastreg_fail_wr`) rather than the device's.
+    pub(crate) fn injected(&self) -> bool {
+        self.1 != self.0.status
     }
 
     /// The status as text (`ib_wc_status_msg`).
     pub(crate) fn status_msg(&self) -> &'static CStr {
         // SAFETY: `ib_wc_status_msg` returns a static string for any value.
-        unsafe { CStr::from_char_ptr(ib::ib_wc_status_msg(self.0.status)) }
+        unsafe { CStr::from_char_ptr(ib::ib_wc_status_msg(self.1)) }
     }
 
     /// Bytes received (receive completions).
@@ -257,6 +260,11 @@ impl<T: Handler> Completion<T> {
         } else {
             sq.release(chain.len() as u32);
         }
-        T::done(this, &Wc(wc), chain);
+        // A fault injected into a chain that failed anyway leaves the device's error.
+        let status = match chain.injected_status() {
+            Some(s) if wc.status == ib::ib_wc_status_IB_WC_SUCCESS => s,
+            _ => wc.status,
+        };
+        T::done(this, &Wc(wc, status), chain);
     }
 }

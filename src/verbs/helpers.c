@@ -3,10 +3,14 @@
  * Out-of-line wrappers of static inline verbs and KBUILD_MODNAME macros, for Rust.
  * See include/fastreg_helpers.h.
  */
+#include <linux/debugfs.h>
+#include <linux/error-injection.h>
+#include <linux/fault-inject.h>
 #include <linux/inetdevice.h>
 #include <linux/netdevice.h>
 #include <linux/scatterlist.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
 
 #include "fastreg_helpers.h"
 
@@ -14,6 +18,7 @@ struct ib_pd *fastreg_ib_alloc_pd(struct ib_device *device, unsigned int flags)
 {
 	return ib_alloc_pd(device, flags);
 }
+ALLOW_ERROR_INJECTION(fastreg_ib_alloc_pd, ERRNO);
 
 void fastreg_ib_dealloc_pd(struct ib_pd *pd)
 {
@@ -45,10 +50,12 @@ void fastreg_ib_update_fast_reg_key(struct ib_mr *mr, u8 newkey)
 	ib_update_fast_reg_key(mr, newkey);
 }
 
+/* Injected as the NULL type: it fails by returning 0, the number of entries mapped. */
 int fastreg_ib_dma_map_sg(struct ib_device *dev, struct scatterlist *sg, int nents)
 {
 	return ib_dma_map_sg(dev, sg, nents, DMA_BIDIRECTIONAL);
 }
+ALLOW_ERROR_INJECTION(fastreg_ib_dma_map_sg, NULL);
 
 /*
  * ib_verbs.h has no sg form of ib_dma_sync_single_for_*(): these are that, with the same
@@ -93,12 +100,52 @@ int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 {
 	return ib_post_send(qp, wr, bad_wr);
 }
+ALLOW_ERROR_INJECTION(fastreg_ib_post_send, ERRNO);
 
 int fastreg_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 			 const struct ib_recv_wr **bad_wr)
 {
 	return ib_post_recv(qp, wr, bad_wr);
 }
+ALLOW_ERROR_INJECTION(fastreg_ib_post_recv, ERRNO);
+
+struct ib_mr *fastreg_ib_alloc_mr(struct ib_pd *pd, u32 max_num_sg)
+{
+	return ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, max_num_sg);
+}
+ALLOW_ERROR_INJECTION(fastreg_ib_alloc_mr, ERRNO);
+
+int fastreg_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
+			 unsigned int *sg_offset, unsigned int page_size)
+{
+	return ib_map_mr_sg(mr, sg, sg_nents, sg_offset, page_size);
+}
+ALLOW_ERROR_INJECTION(fastreg_ib_map_mr_sg, ERRNO);
+
+struct ib_cq *fastreg_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe)
+{
+	return ib_alloc_cq(dev, private, nr_cqe, 0, IB_POLL_WORKQUEUE);
+}
+ALLOW_ERROR_INJECTION(fastreg_ib_alloc_cq, ERRNO);
+
+int fastreg_rdma_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,
+			   struct ib_qp_init_attr *attr)
+{
+	return rdma_create_qp(id, pd, attr);
+}
+ALLOW_ERROR_INJECTION(fastreg_rdma_create_qp, ERRNO);
+
+int fastreg_rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
+{
+	return rdma_connect(id, param);
+}
+ALLOW_ERROR_INJECTION(fastreg_rdma_connect, ERRNO);
+
+int fastreg_rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
+{
+	return rdma_accept(id, param);
+}
+ALLOW_ERROR_INJECTION(fastreg_rdma_accept, ERRNO);
 
 u64 fastreg_ib_dma_map_single(struct ib_device *dev, void *cpu_addr, size_t size)
 {
@@ -145,3 +192,45 @@ __be32 fastreg_ib_port_ipv4(struct ib_device *device, u32 port)
 	dev_put(ndev);
 	return addr;
 }
+
+#ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
+static DECLARE_FAULT_ATTR(fastreg_fail_wr);
+static struct dentry *fastreg_fail_wr_dir;
+static u32 fastreg_fail_wr_kinds = FASTREG_FAIL_WR_ALL;
+
+int fastreg_fail_wr_init(void)
+{
+	struct dentry *dir = fault_create_debugfs_attr("fastreg_fail_wr", NULL, &fastreg_fail_wr);
+
+	if (IS_ERR(dir))
+		return PTR_ERR(dir);
+	debugfs_create_u32("kinds", 0600, dir, &fastreg_fail_wr_kinds);
+	fastreg_fail_wr_dir = dir;
+	return 0;
+}
+
+void fastreg_fail_wr_exit(void)
+{
+	debugfs_remove_recursive(fastreg_fail_wr_dir);
+	fastreg_fail_wr_dir = NULL;
+}
+
+bool fastreg_should_fail_wr(u32 kinds)
+{
+	return (kinds & READ_ONCE(fastreg_fail_wr_kinds)) && should_fail(&fastreg_fail_wr, 1);
+}
+#else
+int fastreg_fail_wr_init(void)
+{
+	return 0;
+}
+
+void fastreg_fail_wr_exit(void)
+{
+}
+
+bool fastreg_should_fail_wr(u32 kinds)
+{
+	return false;
+}
+#endif

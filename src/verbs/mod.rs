@@ -12,6 +12,7 @@ mod client;
 mod cm;
 mod cq;
 mod device;
+mod fault;
 mod ib;
 mod mr;
 mod msgbuf;
@@ -31,6 +32,7 @@ pub(crate) use client::{
 };
 pub(crate) use cm::{
     event_name,
+    is_connect_error,
     CmEvent,
     CmHandler,
     ConnParam,
@@ -50,6 +52,7 @@ pub(crate) use device::{
     Device,
     DeviceRef, //
 };
+pub(crate) use fault::FailWr;
 pub(crate) use mr::{
     Mr,
     SglSpan,

@@ -128,9 +128,7 @@ impl Mr {
     /// Allocates an MR on `pd` that maps at most `max_pages` pages.
     pub(crate) fn alloc(pd: &Arc<Pd>, max_pages: u32) -> Result<Self> {
         // SAFETY: The PD is valid while `pd` lives.
-        let ptr = from_err_ptr(unsafe {
-            ib::ib_alloc_mr(pd.as_raw(), ib::ib_mr_type_IB_MR_TYPE_MEM_REG, max_pages)
-        })?;
+        let ptr = from_err_ptr(unsafe { ib::fastreg_ib_alloc_mr(pd.as_raw(), max_pages) })?;
         let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
         // INVARIANT: `ptr` was just allocated on `pd` and has no mapping.
         let raw = Arc::pin_init(
@@ -188,7 +186,7 @@ impl mr_state::Handle for Mr {
         // SAFETY: The MR is valid and not in use (the lifecycle only maps a free MR); the
         // entries are mapped and stay so: `mapping` keeps them until `release`.
         let n = unsafe {
-            ib::ib_map_mr_sg(
+            ib::fastreg_ib_map_mr_sg(
                 self.raw.as_raw(),
                 span.sgl.raw_entry(span.first),
                 span.nents as i32,

@@ -46,6 +46,7 @@ ktap_end() {
 DMESG_MARK=0
 dmesg_mark() {
 	DMESG_MARK=$(dmesg | wc -l)
+	MARK_UPTIME=$(cut -d' ' -f1 /proc/uptime)
 }
 
 dmesg_since_mark() {
@@ -58,9 +59,30 @@ dmesg_since_mark() {
 KERNEL_ERRORS='BUG:|WARNING:|Oops|general protection|Call Trace|possible circular|inconsistent lock|UBSAN|refcount_t:'
 KERNEL_ERRORS+='|INFO: task .* blocked|INFO: rcu|rcu_.* self-detected stall|detected stalls'
 KERNEL_ERRORS+='|fastreg: .*(completion lost|accepted part of a chain|send queue: released|invariant)'
+# The sanitizer kernel's (scripts/kernel-debug.config): KASAN and lockdep say "BUG:" or
+# "WARNING:" (above); SLUB debugging "BUG <cache> (...)" and "Poison overwritten"; debug
+# objects "ODEBUG:". kmemleak's leaks are read from its file (kmemleak_report): its log line
+# counts what boot left too.
+KERNEL_ERRORS+='|BUG [^ ]+ \(|Poison overwritten|Redzone|ODEBUG:'
 
-# Fails (printing them) if the kernel logged any of KERNEL_ERRORS.
+# kmemleak_report: on a kernel with kmemleak, with fastreg unloaded, scans twice and prints
+# every unreferenced object found since the VM started (scripts/vm-guest.sh clears what
+# boot left); prints nothing elsewhere.
+kmemleak_report() {
+	local k=/sys/kernel/debug/kmemleak
+	[ -w $k ] && ! loaded || return 0
+	echo scan >$k 2>/dev/null || return 0
+	sleep 1
+	echo scan >$k
+	cat $k
+}
+
+# Fails (printing them) if the kernel logged any of KERNEL_ERRORS, or kmemleak finds a leak
+# (with the module unloaded).
 no_kernel_errors() {
+	local leaks
+	leaks=$(kmemleak_report)
+	[ -z "$leaks" ] || { echo "kmemleak:"; printf '%s\n' "$leaks" | head -n 60; return 1; }
 	! dmesg | grep -E -A5 "$KERNEL_ERRORS"
 }
 
@@ -74,6 +96,20 @@ dmesg_has() {
 }
 
 # ctl COMMAND...: writes a command to the debugfs ctl file; prints its answer on failure.
+# lst_direct WORDS...: one selftest command written straight to the lst file (the CLI's
+# start costs seconds under emulation); prints "ops errors corrupt" of its run, nothing if
+# the command was refused (the file still holds the previous result: never the same line,
+# its time differs). Its status is the write's: 0 only when every transfer was good.
+lst_direct() {
+	local before rc
+	before=$(head -n1 "$DBG/lst" 2>/dev/null)
+	echo "$*" >"$DBG/lst" 2>/dev/null
+	rc=$?
+	[ "$(head -n1 "$DBG/lst")" != "$before" ] || return 1
+	sed -n '1s/^test=.* ops=\([0-9]*\) bytes=[0-9]* errors=\([0-9]*\) corrupt=\([0-9]*\) .*/\1 \2 \3/p' "$DBG/lst"
+	return $rc
+}
+
 ctl() {
 	echo "$*" >"$DBG/ctl" || { echo "'$*' failed: $(cat "$DBG/ctl")"; return 1; }
 }

@@ -108,6 +108,42 @@ fn control_commands() {
             peer: [10, 1, 0, 2]
         })
     );
+    assert_eq!(
+        Ctl::parse("fuzz 10.1.0.2 seed=42 rate=20000 count=100000"),
+        Ok(Ctl::Fuzz {
+            local: [10, 1, 0, 2],
+            seed: 42,
+            rate: 20_000,
+            count: 100_000
+        })
+    );
+    assert_eq!(
+        Ctl::parse("fuzz 10.1.0.2 count=5"),
+        Ok(Ctl::Fuzz {
+            local: [10, 1, 0, 2],
+            seed: 1,
+            rate: 1_000_000,
+            count: 5
+        })
+    );
+    assert_eq!(
+        Ctl::parse("fuzz 10.1.0.2 off"),
+        Ok(Ctl::Fuzz {
+            local: [10, 1, 0, 2],
+            seed: 1,
+            rate: 1_000_000,
+            count: 0
+        })
+    );
+    for (bad, why) in [
+        ("fuzz 10.1.0.2", "missing count"),
+        ("fuzz 10.1.0.2 rate=0 count=1", "value out of range"),
+        ("fuzz 10.1.0.2 rate=1000001 count=1", "value out of range"),
+        ("fuzz 10.1.0.2 count=1 colour=blue", "unknown fuzz setting"),
+        ("fuzz 10.1.0.2 count", "fuzz takes key=value or off"),
+    ] {
+        assert_eq!(Ctl::parse(bad), Err(why), "{bad}");
+    }
     for (bad, why) in [
         ("", "unknown command"),
         ("iface add", "missing device"),

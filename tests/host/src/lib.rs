@@ -20,6 +20,8 @@ pub(crate) mod credits;
 pub(crate) mod dial_state;
 #[path = "../../../src/frag.rs"]
 pub(crate) mod frag;
+#[path = "../../../src/fuzz.rs"]
+pub(crate) mod fuzz;
 #[path = "../../../src/limits.rs"]
 pub(crate) mod limits;
 #[path = "../../../src/mr_state.rs"]
@@ -30,6 +32,8 @@ pub(crate) mod negotiate;
 pub(crate) mod params;
 #[path = "../../../src/stats.rs"]
 pub(crate) mod stats;
+#[path = "../../../src/tally.rs"]
+pub(crate) mod tally;
 #[path = "../../../src/wire.rs"]
 pub(crate) mod wire;
 #[path = "../../../src/xfer_state.rs"]
@@ -47,6 +51,8 @@ mod credits_tests;
 mod dial_state_tests;
 #[cfg(test)]
 mod frag_tests;
+#[cfg(test)]
+mod fuzz_tests;
 #[cfg(test)]
 mod limits_tests;
 #[cfg(test)]

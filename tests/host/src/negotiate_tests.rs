@@ -279,3 +279,19 @@ proptest! {
         prop_assert!(u32::from(g.max_inline) <= g.max_payload);
     }
 }
+
+#[test]
+fn a_connect_error_the_network_did_not_cause_is_retried() {
+    let asked = local(8, 16, 1 << 20, 7).params(0, 0);
+    // rxe's silent -EINVAL acting on the reply (two sides connecting to each other).
+    assert_eq!(on_connect_error(&asked, -22), Retry::Again(asked));
+    assert_eq!(on_connect_error(&asked, -12), Retry::Again(asked));
+    // No answer, refused, reset, unreachable: the run ends.
+    for e in [-110, -111, -104, -113, -101] {
+        assert_eq!(on_connect_error(&asked, e), Retry::Fail, "{e}");
+    }
+    // Not an errno.
+    for s in [0, 1, 28, -4096, i32::MIN] {
+        assert_eq!(on_connect_error(&asked, s), Retry::Fail, "{s}");
+    }
+}

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The fuzzing peer (test only, `fuzz LOCAL seed=S rate=PPM count=N` on the `ctl` file):
+//! an interface that mutates what it sends, messages and connection parameters, with
+//! [`crate::fuzz`]; and the count, on every interface, of connections closed by reason,
+//! which shows what a fuzzing peer cost the node it talks to.
+
+use super::*;
+use crate::fuzz::Mutation;
+
+/// What debugfs shows of a fuzzing run.
+pub(crate) type FuzzSnap = Option<Fuzzer>;
+
+impl Iface {
+    /// Starts a fuzzing run of `count` mutations at `rate` per million things sent, from
+    /// `seed` (`count` 0 stops the run).
+    pub(crate) fn fuzz(&self, seed: u64, rate: u32, count: u64) {
+        let mut f = self.fuzz.lock();
+        *f = (count > 0).then(|| Fuzzer::new(seed, rate, count));
+        self.fuzzing.store(count > 0, Relaxed);
+        if count > 0 {
+            pr_info!(
+                "{}: test hook: fuzzing on (seed {}, {} per million, {} mutations)\n",
+                self.addr,
+                seed,
+                rate,
+                count
+            );
+        } else {
+            pr_info!("{}: test hook: fuzzing off\n", self.addr);
+        }
+    }
+
+    /// A message of `len` bytes in `buf` is about to be sent: mutated or not, its length
+    /// to send (at most `buf.len()`).
+    pub(super) fn fuzz_msg(&self, buf: &mut [u8], len: usize) -> usize {
+        if !self.fuzzing.load(Relaxed) {
+            return len;
+        }
+        let mut f = self.fuzz.lock();
+        match (*f).as_mut() {
+            Some(fz) => {
+                let (n, m) = fz.message(buf, len);
+                if m.is_some() && fz.left == 0 {
+                    self.fuzz_done(fz);
+                }
+                n
+            }
+            None => len,
+        }
+    }
+
+    /// Connection parameters `p` about to be sent (request, accept or reject): encoded,
+    /// and mutated if a fuzzing run says so.
+    pub(super) fn outgoing(&self, p: &ConnParams) -> [u8; wire::CONN_LEN] {
+        let mut b = p.encode();
+        if self.fuzzing.load(Relaxed) {
+            let mut f = self.fuzz.lock();
+            if let Some(fz) = (*f).as_mut() {
+                if fz.params(&mut b).is_some() && fz.left == 0 {
+                    self.fuzz_done(fz);
+                }
+            }
+        }
+        b
+    }
+
+    fn fuzz_done(&self, fz: &Fuzzer) {
+        self.fuzzing.store(false, Relaxed);
+        pr_info!(
+            "{}: test hook: fuzzing done: {} mutations in {} things sent\n",
+            self.addr,
+            fz.total(),
+            fz.seen
+        );
+    }
+
+    /// A connection of this interface went down for `reason` (the first one given).
+    pub(super) fn count_closed(&self, reason: &'static str) {
+        self.closed_by.lock().count(reason);
+    }
+
+    /// Copies of the fuzzing run and of the closed counts, for debugfs.
+    pub(super) fn fuzz_snapshot(&self) -> (FuzzSnap, Tally) {
+        (*self.fuzz.lock(), *self.closed_by.lock())
+    }
+}
+
+/// The names of the mutations, in the order of [`Fuzzer::made`].
+pub(crate) fn mutation_names() -> impl Iterator<Item = &'static str> {
+    Mutation::ALL.iter().map(|m| m.name())
+}
