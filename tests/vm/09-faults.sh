@@ -226,9 +226,5 @@ else
 fi
 # The figures of every point (Documentation/testing.rst, "Faults").
 sed 's/^/# /' /tmp/fault-figures.txt 2>/dev/null
-check "unload" unload
-check "no fastreg RDMA resources left" no_fastreg_resources
-check "rdma resource counts back to what they were before loading" \
-	bash -c "[ \"\$(. tests/vm/lib.sh; resource_counts)\" = '$before' ]"
-check "no kernel report (and no leak, where kmemleak is on)" no_kernel_errors
+unload_checks "$before"
 ktap_end

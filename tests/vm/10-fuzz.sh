@@ -115,9 +115,5 @@ check "A counts its closed connections by reason (fastreg-lst stat)" closed_by_r
 check "fuzzing off: traffic recovers both ways without reloading" recovered
 # The figures (Documentation/testing.rst, "The fuzzing peer").
 sed 's/^/# /' /tmp/fuzz-figures
-check "unload" unload
-check "no fastreg RDMA resources left" no_fastreg_resources
-check "rdma resource counts back to what they were before loading" \
-	bash -c "[ \"\$(. tests/vm/lib.sh; resource_counts)\" = '$before' ]"
-check "no kernel report (and no leak, where kmemleak is on)" no_kernel_errors
+unload_checks "$before"
 ktap_end

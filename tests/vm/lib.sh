@@ -96,6 +96,17 @@ dmesg_has() {
 }
 
 # ctl COMMAND...: writes a command to the debugfs ctl file; prints its answer on failure.
+# unload_checks BEFORE: a suite's last 4 points: unload, no fastreg RDMA resource left, the
+# rdma resource counts as BEFORE (resource_counts before loading), no kernel report (and,
+# where kmemleak is on, no leak).
+unload_checks() {
+	check "unload" unload
+	check "no fastreg RDMA resources left" no_fastreg_resources
+	check "rdma resource counts back to what they were before loading" \
+		bash -c "[ \"\$(. tests/vm/lib.sh; resource_counts)\" = '$1' ]"
+	check "no kernel report (and no leak, where kmemleak is on)" no_kernel_errors
+}
+
 # lst_direct WORDS...: one selftest command written straight to the lst file (the CLI's
 # start costs seconds under emulation); prints "ops errors corrupt" of its run, nothing if
 # the command was refused (the file still holds the previous result: never the same line,
