@@ -202,8 +202,12 @@ pub(crate) fn mutate_msg(rng: &mut Rng, buf: &mut [u8], len: usize) -> (usize, M
         (get_le(buf, c, 2) as usize).min(len.saturating_sub(start) / REG_LEN)
     });
     let mut new_len = len;
-    // A field-aware kind; one that does not apply to this message's type is a bit flip.
+    // A field-aware kind; one that does not apply to this message's type, or to a message
+    // shorter than a header, is a bit flip.
     let mut m = Mutation::ALL[rng.below(15) as usize];
+    if len < HDR_LEN && !matches!(m, Mutation::Truncate | Mutation::Extend) {
+        m = Mutation::BitFlip;
+    }
     let b = &mut buf[..];
     match m {
         Mutation::Type => {

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # The module's KUnit suites run at load; their KTAP results are reported here, one test
-# point per KUnit case, plus one per suite for its overall result. On both test kernels
-# (on the sanitizer kernel, KASAN and kmemleak watch the suites).
-#@ vm
-#@ vm --kernel debug
+# point per KUnit case, plus one per suite for its overall result. (On the sanitizer
+# kernel the suites run, under KASAN, at every load of 09 and 10; make test-debug reports
+# them there.)
 . "$(dirname "$0")/lib.sh"
 
 load || { ktap_begin 1; not_ok "insmod"; ktap_end; }

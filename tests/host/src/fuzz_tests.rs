@@ -252,6 +252,20 @@ fn a_run_makes_its_count_at_its_rate_then_stops() {
     assert_eq!(p, params().encode());
 }
 
+/// Found by `mutate_stays_in_bounds` (a 5-byte buffer: a type mutation wrote byte 6):
+/// buffers shorter than a header, with every seed's first mutations.
+#[test]
+fn mutate_short_buffers() {
+    for n in 0..=HDR_LEN {
+        for seed in 0..2000 {
+            let mut b = vec![0xd4u8; n];
+            let mut rng = Rng::new(seed);
+            let (len, _) = mutate_msg(&mut rng, &mut b, n);
+            assert!(len <= n);
+        }
+    }
+}
+
 proptest! {
     /// Any buffer, any length: the mutator stays within the buffer and never panics.
     #[test]
