@@ -38,7 +38,6 @@ use crate::{
     negotiate::Reason,
     params::Params,
     transport::{
-        self,
         ConnSnap,
         Iface,
         IfaceSnap,
@@ -124,9 +123,9 @@ fn write_iface(i: &IfaceSnap, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Re
             fz.total()
         )?;
         let mut any = false;
-        for (name, n) in transport::mutation_names().zip(fz.made) {
+        for (m, n) in crate::fuzz::Mutation::ALL.iter().zip(fz.made) {
             if n > 0 {
-                write!(f, "{}{}:{}", if any { "," } else { "" }, name, n)?;
+                write!(f, "{}{}:{}", if any { "," } else { "" }, m.name(), n)?;
                 any = true;
             }
         }

@@ -6,10 +6,6 @@
 //! which shows what a fuzzing peer cost the node it talks to.
 
 use super::*;
-use crate::fuzz::Mutation;
-
-/// What debugfs shows of a fuzzing run.
-pub(crate) type FuzzSnap = Option<Fuzzer>;
 
 impl Iface {
     /// Starts a fuzzing run of `count` mutations at `rate` per million things sent, from
@@ -34,35 +30,35 @@ impl Iface {
     /// A message of `len` bytes in `buf` is about to be sent: mutated or not, its length
     /// to send (at most `buf.len()`).
     pub(super) fn fuzz_msg(&self, buf: &mut [u8], len: usize) -> usize {
-        if !self.fuzzing.load(Relaxed) {
-            return len;
-        }
-        let mut f = self.fuzz.lock();
-        match (*f).as_mut() {
-            Some(fz) => {
-                let (n, m) = fz.message(buf, len);
-                if m.is_some() && fz.left == 0 {
-                    self.fuzz_done(fz);
-                }
-                n
-            }
-            None => len,
-        }
+        let mut n = len;
+        self.fuzzing_run(|fz| {
+            let (sent, m) = fz.message(buf, len);
+            n = sent;
+            m.is_some()
+        });
+        n
     }
 
     /// Connection parameters `p` about to be sent (request, accept or reject): encoded,
     /// and mutated if a fuzzing run says so.
     pub(super) fn outgoing(&self, p: &ConnParams) -> [u8; wire::CONN_LEN] {
         let mut b = p.encode();
-        if self.fuzzing.load(Relaxed) {
-            let mut f = self.fuzz.lock();
-            if let Some(fz) = (*f).as_mut() {
-                if fz.params(&mut b).is_some() && fz.left == 0 {
-                    self.fuzz_done(fz);
-                }
+        self.fuzzing_run(|fz| fz.params(&mut b).is_some());
+        b
+    }
+
+    /// Runs `act` on the fuzzing run, if one is on (it returns whether it mutated); the
+    /// run ends with its last mutation.
+    fn fuzzing_run(&self, act: impl FnOnce(&mut Fuzzer) -> bool) {
+        if !self.fuzzing.load(Relaxed) {
+            return;
+        }
+        let mut f = self.fuzz.lock();
+        if let Some(fz) = (*f).as_mut() {
+            if act(fz) && fz.left == 0 {
+                self.fuzz_done(fz);
             }
         }
-        b
     }
 
     fn fuzz_done(&self, fz: &Fuzzer) {
@@ -81,12 +77,7 @@ impl Iface {
     }
 
     /// Copies of the fuzzing run and of the closed counts, for debugfs.
-    pub(super) fn fuzz_snapshot(&self) -> (FuzzSnap, Tally) {
+    pub(super) fn fuzz_snapshot(&self) -> (Option<Fuzzer>, Tally) {
         (*self.fuzz.lock(), *self.closed_by.lock())
     }
-}
-
-/// The names of the mutations, in the order of [`Fuzzer::made`].
-pub(crate) fn mutation_names() -> impl Iterator<Item = &'static str> {
-    Mutation::ALL.iter().map(|m| m.name())
 }

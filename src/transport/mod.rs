@@ -47,7 +47,6 @@ mod serve;
 mod show;
 mod xfer;
 
-pub(crate) use fuzzing::mutation_names;
 pub(crate) use ifaces::{
     Ifaces,
     NetTick, //

@@ -35,7 +35,7 @@ pub(crate) struct IfaceSnap {
     pub(crate) rejects_sent: [u64; REASONS],
     pub(crate) rejects_received: [u64; REASONS],
     /// Its fuzzing run, if any (test hook).
-    pub(crate) fuzz: super::fuzzing::FuzzSnap,
+    pub(crate) fuzz: Option<crate::fuzz::Fuzzer>,
     /// Its connections that went down, by reason.
     pub(crate) closed_by: Tally,
     pub(crate) conns: KVec<ConnSnap>,

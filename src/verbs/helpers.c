@@ -217,6 +217,9 @@ void fastreg_fail_wr_exit(void)
 
 bool fastreg_should_fail_wr(u32 kinds)
 {
+	/* Off (the default): no random draw on every post. */
+	if (!READ_ONCE(fastreg_fail_wr.probability))
+		return false;
 	return (kinds & READ_ONCE(fastreg_fail_wr_kinds)) && should_fail(&fastreg_fail_wr, 1);
 }
 #else

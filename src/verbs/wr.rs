@@ -82,8 +82,9 @@ pub(crate) struct SendChain {
     bufs: KVec<Arc<MsgBuf>>,
     fence_next: bool,
     recv: bool,
-    /// Test fault (`fastreg_fail_wr`): its completion is reported as an error.
-    fail: bool,
+    /// Test fault (`fastreg_fail_wr`): the error its completion reports instead of the
+    /// device's.
+    injected: Option<u32>,
 }
 
 // SAFETY: The raw pointers in the work requests point into the chain's own storage or at
@@ -103,7 +104,7 @@ impl SendChain {
             bufs: KVec::new(),
             fence_next: false,
             recv: false,
-            fail: false,
+            injected: None,
         }
     }
 
@@ -117,7 +118,7 @@ impl SendChain {
             bufs: KVec::with_capacity(1, GFP_KERNEL)?,
             fence_next: false,
             recv: false,
-            fail: false,
+            injected: None,
         })
     }
 
@@ -130,7 +131,7 @@ impl SendChain {
         self.bufs.clear();
         self.fence_next = false;
         self.recv = false;
-        self.fail = false;
+        self.injected = None;
     }
 
     /// Holds `buf` for a receive work request (posted by `Endpoint::post_recv`).
@@ -142,42 +143,35 @@ impl SendChain {
     }
 
     /// Asks the `fastreg_fail_wr` fault attribute whether this chain, about to be posted,
-    /// is to complete in error; remembers the answer.
+    /// is to complete in error, and with which error: a flush for a receive, the error of
+    /// the first registration or invalidation step of a send chain, a general error for
+    /// other send chains.
     pub(super) fn draw_fault(&mut self) {
-        let kinds = if self.recv {
-            fault::RECV
+        let (kinds, first) = if self.recv {
+            (fault::RECV, Some(ib::ib_wc_status_IB_WC_WR_FLUSH_ERR))
         } else {
-            self.wrs.iter().fold(0, |k, w| {
+            self.wrs.iter().fold((0, None), |(k, first), w| {
                 // SAFETY: Every variant of the union starts with an `ib_send_wr`.
-                k | match unsafe { w.send.opcode } {
-                    ib::ib_wr_opcode_IB_WR_REG_MR => fault::REG,
-                    ib::ib_wr_opcode_IB_WR_LOCAL_INV => fault::LOCAL_INV,
-                    _ => fault::SEND,
-                }
+                let (kind, status) = match unsafe { w.send.opcode } {
+                    ib::ib_wr_opcode_IB_WR_REG_MR => {
+                        (fault::REG, Some(ib::ib_wc_status_IB_WC_MW_BIND_ERR))
+                    }
+                    ib::ib_wr_opcode_IB_WR_LOCAL_INV => {
+                        (fault::LOCAL_INV, Some(ib::ib_wc_status_IB_WC_LOC_PROT_ERR))
+                    }
+                    _ => (fault::SEND, None),
+                };
+                (k | kind, first.or(status))
             })
         };
-        self.fail = fault::should_fail(kinds);
+        self.injected =
+            fault::should_fail(kinds).then(|| first.unwrap_or(ib::ib_wc_status_IB_WC_GENERAL_ERR));
     }
 
     /// The error its completion is to report instead of the device's, if the fault
-    /// attribute chose it: a flush for a receive, the error of the first registration or
-    /// invalidation step otherwise.
+    /// attribute chose it ([`SendChain::draw_fault`]).
     pub(super) fn injected_status(&self) -> Option<u32> {
-        if !self.fail {
-            return None;
-        }
-        if self.recv {
-            return Some(ib::ib_wc_status_IB_WC_WR_FLUSH_ERR);
-        }
-        let first = self.wrs.iter().find_map(|w| {
-            // SAFETY: Every variant of the union starts with an `ib_send_wr`.
-            match unsafe { w.send.opcode } {
-                ib::ib_wr_opcode_IB_WR_REG_MR => Some(ib::ib_wc_status_IB_WC_MW_BIND_ERR),
-                ib::ib_wr_opcode_IB_WR_LOCAL_INV => Some(ib::ib_wc_status_IB_WC_LOC_PROT_ERR),
-                _ => None,
-            }
-        });
-        Some(first.unwrap_or(ib::ib_wc_status_IB_WC_GENERAL_ERR))
+        self.injected
     }
 
     /// Whether this holds a receive rather than send work requests.

@@ -10,28 +10,14 @@ use crate::tally::*;
 use crate::wire::*;
 use proptest::prelude::*;
 
-const LOCAL: u64 = 0x1111_2222_3333_4444;
-const PEER: u64 = 0x5555_6666_7777_8888;
+use crate::wire_tests::{regs, LOCAL, PEER};
 
+/// The wire tests' limits, with checksums on or off.
 fn lim(checksum: bool) -> Limits {
     Limits {
-        max_msg: 4096,
-        max_payload: 1 << 20,
-        max_regs: 16,
-        max_inline: 2048,
-        max_credits: 8,
         checksum,
-        local_stamp: LOCAL,
-        peer_stamp: PEER,
+        ..crate::wire_tests::lim()
     }
-}
-
-fn regs(v: &[(u64, u32, u32)]) -> Regs {
-    let mut r = Regs::new();
-    for &(addr, len, rkey) in v {
-        assert!(r.push(Reg { addr, len, rkey }));
-    }
-    r
 }
 
 /// One encoded message of every type.

@@ -6,10 +6,10 @@
 use crate::wire::*;
 use proptest::prelude::*;
 
-const LOCAL: u64 = 0x1111_2222_3333_4444;
-const PEER: u64 = 0x5555_6666_7777_8888;
+pub(crate) const LOCAL: u64 = 0x1111_2222_3333_4444;
+pub(crate) const PEER: u64 = 0x5555_6666_7777_8888;
 
-fn lim() -> Limits {
+pub(crate) fn lim() -> Limits {
     Limits {
         max_msg: 4096,
         max_payload: 1 << 20,
@@ -31,7 +31,7 @@ fn msg(body: Body<'_>) -> Msg<'_> {
     }
 }
 
-fn regs(v: &[(u64, u32, u32)]) -> Regs {
+pub(crate) fn regs(v: &[(u64, u32, u32)]) -> Regs {
     let mut r = Regs::new();
     for &(addr, len, rkey) in v {
         assert!(r.push(Reg { addr, len, rkey }));
