@@ -8,6 +8,8 @@
 #   make interop    the larger matrix: more node kinds, siw across nodes
 #   make test-debug every VM suite on the sanitizer kernel (make test runs a subset on it)
 #   make fuzz       the fuzzing peer's long run: 100,000 mutated messages (tests/vm/10-fuzz.sh)
+#   make soak       3 nodes, 30 min of mixed traffic with faults and a fuzzing peer part-time
+#                   (SOAK_MINUTES=N for another length); figures from scripts/soak-report.py
 #   make bench      fastreg vs perftest and nvme-rdma, one VM and two nodes: build/bench/
 #   make lint       rustfmt, clippy (1.96, as the kernel) and checkpatch
 #   make clean      remove build products (the cached kernel stays, see README)
@@ -23,7 +25,7 @@ else
 SETUP := vm
 endif
 
-.PHONY: all module setup test test-debug interop fuzz run bench lint clean
+.PHONY: all module setup test test-debug interop fuzz soak run bench lint clean
 
 all: module
 
@@ -48,6 +50,13 @@ test-debug:
 
 fuzz: module
 	@scripts/vm.sh --no-load --timeout 50400 -- bash tests/vm/10-fuzz.sh $${FUZZ_COUNT:-100000}
+
+soak:
+	@scripts/setup.sh all
+	@for k in x86_64 arm64-64k; do FASTREG_KIND=$$k scripts/kmake.sh -s modules || exit 1; done
+	@m=$${SOAK_MINUTES:-30}; FASTREG_VM_NOBUILD=1 scripts/cluster.sh --node x86_64 --node x86_64 \
+		--node arm64-64k --params "timeout=60" --timeout $$(( (m + 15) * 60 )) \
+		-- bash tests/cluster/soak.sh $$m; scripts/soak-report.py
 
 run: module
 	@scripts/run.sh

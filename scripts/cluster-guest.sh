@@ -4,7 +4,8 @@
 # Runs on every node of scripts/cluster.sh (x86_64 nodes under virtme-ng, arm64 nodes from
 # scripts/node-init.sh): brings up the node's segment NIC at its fixed address, the RDMA
 # device on it and fastreg, then runs the cluster's command with its output kept in the run
-# directory (nodeN.out, nodeN.rc), where scripts/cluster.sh reads it.
+# directory (nodeN.out, nodeN.rc), where scripts/cluster.sh reads it. A node booted again
+# (FASTREG_NODECTL boot) runs it again, with FASTREG_INCARNATION one higher.
 #   cluster-guest.sh NODE RUNDIR
 set -uo pipefail
 node=$1 run=$2
@@ -27,10 +28,11 @@ main() {
 	export FASTREG_TOP FASTREG_NODE=$node FASTREG_NODES FASTREG_RUN=$run FASTREG_TIMEOUT \
 		FASTREG_BARRIER="$FASTREG_TOP/scripts/cluster-barrier.sh" FASTREG_RDMA \
 		FASTREG_DEV=${FASTREG_RDMA}0 FASTREG_NIC=$nic FASTREG_ADDR=${addrs[$node]} \
-		FASTREG_KIND=${FASTREG_KINDS[$node]}
+		FASTREG_KIND=${FASTREG_KINDS[$node]} FASTREG_NODECTL="$FASTREG_TOP/scripts/cluster-nodectl.sh" \
+		FASTREG_INCARNATION=$(cat "$run/incarnation.$node" 2>/dev/null || echo 0)
 	local page
 	page=$(getconf PAGESIZE)
-	echo "node $node: ${FASTREG_KIND} ($(uname -m), ${page}-byte pages) at $FASTREG_ADDR on $nic, $FASTREG_DEV"
+	echo "node $node: ${FASTREG_KIND} ($(uname -m), ${page}-byte pages) at $FASTREG_ADDR on $nic, $FASTREG_DEV, incarnation $FASTREG_INCARNATION"
 	if [ "$FASTREG_LOAD" = 1 ]; then
 		export FASTREG_KO=$FASTREG_TOP/${FASTREG_KOS[$node]}
 		load_fastreg "$FASTREG_KO" "$FASTREG_PARAMS"

@@ -31,8 +31,15 @@ for t in "${tests[@]}"; do
 		FASTREG_VM_NOBUILD=${FASTREG_VM_NOBUILD:-} scripts/cluster.sh "${args[@]}" -- bash "$t" >/dev/null 2>"$run.err"
 		rc=$?
 		cat "$run.err"
-		nodes=$(grep -c . <<<"$(ls "$run"/node*.console 2>/dev/null)")
-		for ((i = 0; i < nodes; i++)); do
+		nodes=$(. "$run/env" 2>/dev/null && wc -w <<<"$FASTREG_NODES")
+		for ((i = 0; i < ${nodes:-0}; i++)); do
+			# An incarnation killed on purpose (FASTREG_NODECTL kill): shown, not counted.
+			for old in "$run/node$i".inc*.out; do
+				[ -f "$old" ] || continue
+				k=${old##*.inc}
+				echo "# node $i: incarnation ${k%.out}, killed:"
+				sed 's/^/#   /' "$old"
+			done
 			out=$(cat "$run/node$i.out" 2>/dev/null)
 			echo "# node $i:"
 			printf '%s\n' "$out"

@@ -16,10 +16,15 @@
 # tree on every node with FASTREG_TOP (that tree in the guest), FASTREG_NODE (the node's
 # index), FASTREG_NODES (every node's address, in node order), FASTREG_BARRIER (a command:
 # "$FASTREG_BARRIER NAME" returns when every node has reached NAME), FASTREG_KIND,
-# FASTREG_RDMA, FASTREG_DEV, FASTREG_NIC, FASTREG_ADDR and FASTREG_KO. Node 0's output is
-# shown as it runs; every node's output, exit status and console log are kept in
-# build/cluster/ (nodeN.out, nodeN.rc, nodeN.console). Nodes that do not finish within the
-# timeout (default 900 s) are killed: exit status 124.
+# FASTREG_RDMA, FASTREG_DEV, FASTREG_NIC, FASTREG_ADDR, FASTREG_KO, FASTREG_INCARNATION
+# (0, then one more at each boot of the node) and FASTREG_NODECTL (a command:
+# "$FASTREG_NODECTL kill|stop|cont|boot N" has the host SIGKILL, SIGSTOP or SIGCONT node N's
+# QEMU, or boot it again on the same address; see scripts/cluster-nodectl.sh). Node 0's
+# output is shown as it runs; every node's output, exit status and console log are kept in
+# build/cluster/ (nodeN.out, nodeN.rc, nodeN.console; those of an incarnation that was
+# killed move to nodeN.incK.out and nodeN.incK.console). Nodes that do not finish within
+# the timeout (default 900 s, counted from the start of the run) are killed: exit status
+# 124.
 #
 # The segment is a bridge inside a network namespace made for the run and removed after it:
 # it never touches the host's own network.
@@ -27,7 +32,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 usage() {
-	sed -n '4,26p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,31p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -74,7 +79,7 @@ run=$FASTREG_TOP/build/cluster
 mkdir -p "$run"
 exec 9>"$run/.lock"
 flock -n 9 || die "another scripts/cluster.sh is running on this clone"
-rm -rf "$run/barrier" "$run"/node*
+rm -rf "${run:?}"/* # what the last run left (published values included), not .lock
 addrs=() kos=()
 for i in "${!kinds[@]}"; do
 	addrs+=("10.77.0.$((i + 1))")
@@ -92,7 +97,8 @@ done
 } >"$run/env"
 
 ns=fastreg-cluster-$$
-pids=()
+pids=() npid=() incarnation=()
+deadline=$((SECONDS + timeout))
 cleanup() {
 	local p
 	for p in "${pids[@]}"; do kill -- -"$p" 2>/dev/null || true; done
@@ -107,13 +113,18 @@ ip netns add "$ns"
 ip -n "$ns" link add frbr0 type bridge
 ip -n "$ns" link set frbr0 up
 
-# boot_node N: starts node N's VM in the background, inside the namespace, on tap frtapN.
+# boot_node N: starts node N's VM in the background, inside the namespace, on tap frtapN
+# (made at its first boot, kept for the next), with what is left of the run's timeout.
 boot_node() {
-	local i=$1 kind=${kinds[$1]} kdir mac tap=frtap$1 net
+	local i=$1 kind=${kinds[$1]} kdir mac tap=frtap$1 net timeout=$((deadline - SECONDS))
+	[ "$timeout" -gt 0 ] || return 1
 	kdir=$(cached_kdir "$kind") || die "no $kind kernel built (scripts/setup.sh nodes)"
 	mac=$(printf '52:54:00:fa:00:%02x' "$i")
-	ip -n "$ns" tuntap add dev "$tap" mode tap
-	ip -n "$ns" link set "$tap" master frbr0 up
+	if ! ip -n "$ns" link show "$tap" >/dev/null 2>&1; then
+		ip -n "$ns" tuntap add dev "$tap" mode tap
+		ip -n "$ns" link set "$tap" master frbr0 up
+	fi
+	echo "${incarnation[$i]:=0}" >"$run/incarnation.$i"
 	net="-netdev tap,id=fr0,ifname=$tap,script=no,downscript=no -device virtio-net-pci,netdev=fr0,mac=$mac"
 	case "$kind" in
 	x86_64 | "$DEBUG_KIND")
@@ -142,6 +153,43 @@ boot_node() {
 		;;
 	esac
 	pids+=($!)
+	npid[$i]=$!
+}
+
+# alive N: node N's VM (its current incarnation) is still running.
+alive() {
+	[ -n "${npid[$1]:-}" ] && kill -0 "${npid[$1]}" 2>/dev/null
+}
+
+# nodectl ACTION N: what scripts/cluster-nodectl.sh asks for; prints "ok" or why not.
+nodectl() {
+	local action=$1 i=$2 k
+	[[ "$i" =~ ^[0-9]+$ ]] && [ "$i" -lt ${#kinds[@]} ] || { echo "no node '$i'"; return; }
+	case "$action" in
+	kill)
+		alive "$i" || { echo "node $i is not running"; return; }
+		kill -CONT -- -"${npid[$i]}" 2>/dev/null || true
+		kill -KILL -- -"${npid[$i]}" 2>/dev/null || true
+		wait "${npid[$i]}" 2>/dev/null || true # (set -e: its status is 137)
+		k=${incarnation[$i]:-0}
+		mv "$run/node$i.out" "$run/node$i.inc$k.out" 2>/dev/null || true
+		mv "$run/node$i.console" "$run/node$i.inc$k.console" 2>/dev/null || true
+		rm -f "$run/node$i.rc"
+		log "cluster: node $i (${kinds[$i]}) killed (incarnation $k)"
+		;;
+	stop | cont)
+		alive "$i" || { echo "node $i is not running"; return; }
+		kill "-${action^^}" -- -"${npid[$i]}" || { echo "kill -${action^^} failed"; return; }
+		log "cluster: node $i (${kinds[$i]}) $([ "$action" = stop ] && echo stopped || echo continued)"
+		;;
+	boot)
+		alive "$i" && { echo "node $i is running"; return; }
+		incarnation[$i]=$((${incarnation[$i]:-0} + 1))
+		boot_node "$i" || { echo "no time left to boot node $i"; return; }
+		log "cluster: node $i (${kinds[$i]}) booting (incarnation ${incarnation[$i]})"
+		;;
+	esac
+	echo ok
 }
 
 log "cluster: ${#kinds[@]} nodes (${kinds[*]}) on $rdma, timeout $timeout s; logs in ${run#"$FASTREG_TOP"/}/"
@@ -150,8 +198,23 @@ touch "$run/node0.out"
 tail -n +1 -F "$run/node0.out" 2>/dev/null &
 tailpid=$!
 
-# Every node ends by itself (its command returns, the VM powers off) or by its timeout.
-for i in "${!pids[@]}"; do wait "${pids[$i]}" || true; done
+# Every node ends by itself (its command returns, the VM powers off) or by its timeout;
+# until then the nodes' requests (scripts/cluster-nodectl.sh) are served.
+mkdir -p "$run/ctl"
+while :; do
+	for req in "$run"/ctl/req.*; do
+		case "$req" in *.tmp | *.done | *'*'*) continue ;; esac
+		read -r action i <"$req" || continue
+		nodectl "$action" "$i" >"$req.answer"
+		mv "$req.answer" "$req.done"
+		rm -f "$req"
+	done
+	up=0
+	for i in "${!kinds[@]}"; do alive "$i" && up=1; done
+	[ $up -eq 1 ] || break
+	sleep 0.2
+done
+for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 sleep 0.5
 kill "$tailpid" 2>/dev/null || true
 tailpid=""

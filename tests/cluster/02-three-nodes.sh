@@ -39,12 +39,6 @@ check "brw write 4 KiB + 1 at offset 65535, concurrency 8, check=full" \
 	run_clean 64 brw write "${OTHERS[@]}" --size 4097 --offset 65535 --check full --concurrency 8 --count 64
 
 barrier end
-# all_free: every MR of this node's pool is free (live == free); no awk on the arm64 nodes.
-all_free() {
-	local live free
-	live=$(pool_count live) free=$(pool_count free)
-	[ -n "$live" ] && [ "$live" = "$free" ] || { cat "$DBG/pools"; return 1; }
-}
 check "every MR back in the pool (live == free)" all_free
 check "no kernel errors" no_kernel_errors
 check "rmmod, no fastreg resource left" clean_unload

@@ -40,6 +40,13 @@ pool_count() {
 	sed -n "s/^$FASTREG_DEV:.* $1=\([0-9]*\).*/\1/p" "$DBG/pools"
 }
 
+# all_free: every MR of this node's pool is free (live == free); no awk on the arm64 nodes.
+all_free() {
+	local live free
+	live=$(pool_count live) free=$(pool_count free)
+	[ -n "$live" ] && [ "$live" = "$free" ] || { cat "$DBG/pools"; return 1; }
+}
+
 clean_unload() {
 	unload && no_fastreg_resources
 }
