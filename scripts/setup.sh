@@ -130,6 +130,7 @@ step_kernel() {
 	local kind=${1:-x86_64} kdir
 	if kdir=$(cached_kdir "$kind"); then
 		log "kernel $kind: cached build $kdir"
+		step_kernel_fixes "$kind"
 		return
 	fi
 	local deb ver key dir arch image
@@ -173,6 +174,40 @@ step_kernel() {
 	fi
 	log "kernel $kind: built in $((SECONDS - start)) s"
 	touch "$kdir/.fastreg-built"
+	step_kernel_fixes "$kind"
+}
+
+# step_kernel_fixes KIND: the fixes the test kernels carry (scripts/kernel-patches/*.patch;
+# Documentation/testing.rst, "Kernel fixes"), applied to the cached tree once each (a mark
+# per patch content, so a changed patch applies again on a new tree only), then the
+# modules rebuilt (incremental: only what a fix touched) and, for arm64, installed again
+# beside the tree. The trees stay keyed by their configuration: a fix costs a module
+# rebuild, not a kernel build.
+step_kernel_fixes() {
+	local kind=$1 kdir dir p mark flags todo=0
+	kdir=$(cached_kdir "$kind") || die "kernel $kind: not built"
+	dir=$(dirname "$kdir")
+	for p in "$FASTREG_TOP"/scripts/kernel-patches/*.patch; do
+		[ -f "$p" ] || continue
+		mark=$kdir/.fastreg-fix-$(sha256sum "$p" | cut -c1-16)
+		[ -f "$mark" ] && continue
+		# Applied already if it reverses cleanly (a run stopped before its mark).
+		if ! patch -d "$kdir" -p1 -R --dry-run -s -f <"$p" >/dev/null 2>&1; then
+			patch -d "$kdir" -p1 --forward -s <"$p" || die "kernel $kind: ${p##*/} does not apply"
+		fi
+		log "kernel $kind: fix ${p##*/} applied"
+		touch "$mark"
+		todo=1
+	done
+	[ $todo = 1 ] || return 0
+	mapfile -t flags < <(kmake_flags "$kind")
+	make -C "$kdir" "${flags[@]}" -j$(($(nproc) + 1)) modules >>"$dir/build.log" 2>&1 ||
+		{ tail -n 40 "$dir/build.log" >&2; die "kernel $kind: module rebuild failed, see $dir/build.log"; }
+	if [ "$(kind_arch "$kind")" != x86_64 ]; then
+		make -C "$kdir" -s "${flags[@]}" INSTALL_MOD_PATH="$dir/mods" modules_install >>"$dir/build.log" 2>&1 ||
+			die "kernel $kind: modules_install failed, see $dir/build.log"
+	fi
+	log "kernel $kind: modules rebuilt with the fixes"
 }
 
 # Every option the fragment asks for must have survived olddefconfig (a missing dependency

@@ -207,11 +207,22 @@ impl Conn {
             );
             return self.violation(&mut st, why);
         }
-        // Repost the buffer: one more credit owed to the peer.
+        // Repost the buffer: one more credit owed to the peer. A buffer that cannot be
+        // reposted is a credit the peer never gets back: the connection would stall
+        // until "no credits returned", so it fails now.
         if let Some(ep) = st.ep.clone() {
-            if ep.post_recv(&slot.value().buf, slot).is_ok() {
-                st.outstanding += 1;
+            if let Err(e) = ep.post_recv(&slot.value().buf, slot) {
+                pr_err!(
+                    "{} {} {}: cannot repost a receive buffer ({:?})\n",
+                    self.iface.addr,
+                    self.dir(),
+                    self.peer,
+                    e
+                );
+                self.on(&mut st, Event::Error, "receive buffer not reposted");
+                return;
             }
+            st.outstanding += 1;
         }
         self.drive(&mut st);
     }

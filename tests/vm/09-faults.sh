@@ -21,12 +21,15 @@ DEV=$FASTREG_DEV
 FF=/sys/kernel/debug/fail_function
 FS=/sys/kernel/debug/failslab
 FW=/sys/kernel/debug/fastreg_fail_wr
-# fail_function points: helper and the value it returns when failed (NULL type: 0).
+# fail_function points: helper, the value it returns when failed (NULL type: 0), and what
+# the kernel must say (a regex after "fastreg: "; any fastreg line if none). A receive
+# buffer that cannot be reposted is a credit the peer never gets back: the connection
+# fails at once, naming it (it stalled until "no credits returned" before).
 FUNCS=(
 	"fastreg_ib_alloc_mr -12"
 	"fastreg_ib_map_mr_sg -22"
 	"fastreg_ib_post_send -12"
-	"fastreg_ib_post_recv -12"
+	"fastreg_ib_post_recv -12 cannot repost a receive buffer"
 	"fastreg_ib_dma_map_sg 0"
 )
 # Points on the connection's setup: the connection is closed first, so that the load
@@ -96,10 +99,11 @@ verdict() {
 	[ -z "$2" ] || dmesg_has "$2"
 }
 
-# with_function HELPER RETVAL CLOSE: fail_function on HELPER (20 % of calls, at most 40
-# times) during the load, then off; CLOSE=1 closes the connection first.
+# with_function HELPER RETVAL CLOSE [REGEX]: fail_function on HELPER (20 % of calls, at
+# most 40 times) during the load, then off; CLOSE=1 closes the connection first; the
+# kernel's first line about it matches REGEX.
 with_function() {
-	local fn=$1 ret=$2 close=$3 times=40
+	local fn=$1 ret=$2 close=$3 times=40 say=${4:-}
 	dmesg_mark
 	[ "$close" = 0 ] || ctl close "$FASTREG_ADDR" "$FASTREG_ADDR" >/dev/null 2>&1
 	echo "$fn" >"$FF/inject" || return 1
@@ -115,7 +119,7 @@ with_function() {
 	left=$(cat "$FF/times")
 	echo "!$fn" >"$FF/inject"
 	[ "$left" -lt "$times" ] || { echo "$fn never failed"; return 1; }
-	verdict "$fn" "" && recovered
+	verdict "$fn" "$say" && recovered
 }
 
 # with_wr NAME MASK: fastreg_fail_wr on the chains of MASK (10 %, at most 20), then off.
@@ -208,7 +212,7 @@ check "a clean run before any fault" recovered
 for f in "${FUNCS[@]}"; do
 	set -- $f
 	sleep 1.5 # the pool's idle MRs go, so the load allocates again
-	check "fail_function $1 under load: no corrupt transfer, recovers" with_function "$1" "$2" 0
+	check "fail_function $1 under load: no corrupt transfer, recovers" with_function "$1" "$2" 0 "${*:3}"
 done
 for f in "${CONN_FUNCS[@]}"; do
 	set -- $f
