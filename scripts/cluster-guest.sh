@@ -25,7 +25,7 @@ main() {
 	ip link set "$nic" up && ip addr add "${addrs[$node]}/24" dev "$nic" ||
 		guest_fail "node $node: cannot set ${addrs[$node]} on $nic"
 	rdma_up "$FASTREG_RDMA" "${FASTREG_RDMA}0" "$nic"
-	export FASTREG_TOP FASTREG_NODE=$node FASTREG_NODES FASTREG_RUN=$run FASTREG_TIMEOUT \
+	export FASTREG_TOP FASTREG_NODE=$node FASTREG_NODES FASTREG_RUN=$run FASTREG_TIMEOUT FASTREG_PARAMS \
 		FASTREG_BARRIER="$FASTREG_TOP/scripts/cluster-barrier.sh" FASTREG_RDMA \
 		FASTREG_DEV=${FASTREG_RDMA}0 FASTREG_NIC=$nic FASTREG_ADDR=${addrs[$node]} \
 		FASTREG_KIND=${FASTREG_KINDS[$node]} FASTREG_NODECTL="$FASTREG_TOP/scripts/cluster-nodectl.sh" \

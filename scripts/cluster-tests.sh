@@ -55,6 +55,10 @@ for t in "${tests[@]}"; do
 			passed=$((passed + p))
 			failed=$((failed + f))
 		done
+		if [ "${nodes:-0}" -eq 0 ] && [ $rc -ne 0 ]; then
+			echo "# $t:$cfg: no node ran (exit $rc)"
+			failed=$((failed + 1))
+		fi
 		echo "# $t:$cfg: exit $rc in $((SECONDS - start)) s"
 	done < <(grep -E "^#@ (cluster${FASTREG_INTEROP:+|interop})( |\$)" "$t")
 done

@@ -32,7 +32,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 usage() {
-	sed -n '4,31p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,30p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -165,12 +165,18 @@ alive() {
 nodectl() {
 	local action=$1 i=$2 k
 	[[ "$i" =~ ^[0-9]+$ ]] && [ "$i" -lt ${#kinds[@]} ] || { echo "no node '$i'"; return; }
+	case "$action" in kill | stop | cont | boot) ;; *) echo "unknown action '$action'"; return ;; esac
 	case "$action" in
 	kill)
 		alive "$i" || { echo "node $i is not running"; return; }
 		kill -CONT -- -"${npid[$i]}" 2>/dev/null || true
 		kill -KILL -- -"${npid[$i]}" 2>/dev/null || true
 		wait "${npid[$i]}" 2>/dev/null || true # (set -e: its status is 137)
+		# Gone: cleanup must not signal its process group id, which may be reused.
+		local p kept=()
+		for p in "${pids[@]}"; do [ "$p" = "${npid[$i]}" ] || kept+=("$p"); done
+		pids=("${kept[@]}")
+		npid[$i]=""
 		k=${incarnation[$i]:-0}
 		mv "$run/node$i.out" "$run/node$i.inc$k.out" 2>/dev/null || true
 		mv "$run/node$i.console" "$run/node$i.inc$k.console" 2>/dev/null || true
@@ -212,6 +218,17 @@ while :; do
 	up=0
 	for i in "${!kinds[@]}"; do alive "$i" && up=1; done
 	[ $up -eq 1 ] || break
+	# A stopped node's timeout is stopped with it: past the run's timeout (and the grace
+	# of timeout -k), every node left is continued and killed here.
+	if [ $SECONDS -gt $((deadline + 15)) ]; then
+		for i in "${!kinds[@]}"; do
+			alive "$i" || continue
+			log "cluster: node $i (${kinds[$i]}) still running after the timeout: killed"
+			kill -CONT -- -"${npid[$i]}" 2>/dev/null || true
+			kill -KILL -- -"${npid[$i]}" 2>/dev/null || true
+		done
+		break
+	fi
 	sleep 0.2
 done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done

@@ -24,7 +24,7 @@ PACKAGES=(
 	# LLVM=-19 kernel build and bindgen's libclang.
 	clang-19 libclang-19-dev lld-19 llvm-19
 	# Kernel build dependencies.
-	make bison flex bc libelf-dev libssl-dev cpio kmod dwarves xz-utils
+	make bison flex bc libelf-dev libssl-dev cpio kmod dwarves xz-utils patch
 	# VM and RDMA user space (the guest shares the host's root file system).
 	qemu-system-x86 udev iproute2 rdma-core ibverbs-utils perftest
 	# arm64 nodes: the emulator, and the tool that builds their Debian root file system.
@@ -178,36 +178,42 @@ step_kernel() {
 }
 
 # step_kernel_fixes KIND: the fixes the test kernels carry (scripts/kernel-patches/*.patch;
-# Documentation/testing.rst, "Kernel fixes"), applied to the cached tree once each (a mark
-# per patch content, so a changed patch applies again on a new tree only), then the
-# modules rebuilt (incremental: only what a fix touched) and, for arm64, installed again
-# beside the tree. The trees stay keyed by their configuration: a fix costs a module
-# rebuild, not a kernel build.
+# Documentation/testing.rst, "Kernel fixes"), applied to the cached tree once each, then
+# the modules rebuilt (incremental: only what a fix touched) and, for arm64, installed
+# again beside the tree; only then is each fix marked done (a mark per patch content), so
+# an interrupted rebuild is done again next time. The trees stay keyed by their
+# configuration: a fix costs a module rebuild, not a kernel build. Under a lock: the cache
+# is shared by every clone.
 step_kernel_fixes() {
-	local kind=$1 kdir dir p mark flags todo=0
+	local kind=$1 kdir dir p mark flags marks=()
 	kdir=$(cached_kdir "$kind") || die "kernel $kind: not built"
 	dir=$(dirname "$kdir")
+	exec 8>"$dir/.fixes.lock"
+	flock 8
 	for p in "$FASTREG_TOP"/scripts/kernel-patches/*.patch; do
 		[ -f "$p" ] || continue
 		mark=$kdir/.fastreg-fix-$(sha256sum "$p" | cut -c1-16)
 		[ -f "$mark" ] && continue
-		# Applied already if it reverses cleanly (a run stopped before its mark).
+		# Applied already (a run stopped before its mark) if it reverses cleanly.
 		if ! patch -d "$kdir" -p1 -R --dry-run -s -f <"$p" >/dev/null 2>&1; then
-			patch -d "$kdir" -p1 --forward -s <"$p" || die "kernel $kind: ${p##*/} does not apply"
+			patch -d "$kdir" -p1 --forward --dry-run -s <"$p" >/dev/null &&
+				patch -d "$kdir" -p1 --forward -s <"$p" || die "kernel $kind: ${p##*/} does not apply"
+			log "kernel $kind: fix ${p##*/} applied"
 		fi
-		log "kernel $kind: fix ${p##*/} applied"
-		touch "$mark"
-		todo=1
+		marks+=("$mark")
 	done
-	[ $todo = 1 ] || return 0
-	mapfile -t flags < <(kmake_flags "$kind")
-	make -C "$kdir" "${flags[@]}" -j$(($(nproc) + 1)) modules >>"$dir/build.log" 2>&1 ||
-		{ tail -n 40 "$dir/build.log" >&2; die "kernel $kind: module rebuild failed, see $dir/build.log"; }
-	if [ "$(kind_arch "$kind")" != x86_64 ]; then
-		make -C "$kdir" -s "${flags[@]}" INSTALL_MOD_PATH="$dir/mods" modules_install >>"$dir/build.log" 2>&1 ||
-			die "kernel $kind: modules_install failed, see $dir/build.log"
+	if [ ${#marks[@]} -gt 0 ]; then
+		mapfile -t flags < <(kmake_flags "$kind")
+		make -C "$kdir" "${flags[@]}" -j$(($(nproc) + 1)) modules >>"$dir/build.log" 2>&1 ||
+			{ tail -n 40 "$dir/build.log" >&2; die "kernel $kind: module rebuild failed, see $dir/build.log"; }
+		if [ "$(kind_arch "$kind")" != x86_64 ]; then
+			make -C "$kdir" -s "${flags[@]}" INSTALL_MOD_PATH="$dir/mods" modules_install >>"$dir/build.log" 2>&1 ||
+				die "kernel $kind: modules_install failed, see $dir/build.log"
+		fi
+		touch "${marks[@]}"
+		log "kernel $kind: modules rebuilt with the fixes"
 	fi
-	log "kernel $kind: modules rebuilt with the fixes"
+	exec 8>&-
 }
 
 # Every option the fragment asks for must have survived olddefconfig (a missing dependency

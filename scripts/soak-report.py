@@ -33,6 +33,12 @@ def main():
             t = total.setdefault(k, [0, 0, 0, 0, 0])
             for i, key in enumerate(("runs", "ops", "bytes", "errors", "corrupt")):
                 t[i] += g[key]
+    for f in files:
+        s = json.load(open(f))
+        for k, g in sorted(s["groups"].items()):
+            for c in g.get("corrupt_runs", []):
+                print(f"     node {s['node']} {k}: at {c['at_s']} s, {c['corrupt']} corrupt "
+                      f"(by peer {c['by_peer']}): {c['args']}")
     for k, t in sorted(total.items()):
         print(f"{'all':>4} {k:<12} {t[0]:>5} {t[1]:>9} {t[2] >> 20:>9} {t[3]:>7} {t[4]:>7}")
     print()
@@ -49,7 +55,7 @@ def main():
     print(f"{'end':>6}  " + "   ".join(f"{s['final']['slab_kib']:>7} / {s['final']['mrs']:>4}" if "final" in s else " " * 14 for s in sums))
     print()
     bad = 0
-    for rc in sorted(glob.glob(os.path.join(run, "node*.rc"))):
+    for rc in sorted(glob.glob(os.path.join(run, "node[0-9]*.rc"))):
         node = os.path.basename(rc)[4:-3]
         out = open(os.path.join(run, f"node{node}.out")).read().splitlines()
         passed = sum(1 for x in out if x.startswith("ok "))
@@ -59,7 +65,16 @@ def main():
         for x in failed:
             print(f"  {x}")
         bad += len(failed) + (code != "0")
-    if len(glob.glob(os.path.join(run, "node*.rc"))) < len(files):
+    nodes = 0
+    try:
+        for line in open(os.path.join(run, "env")):
+            if line.startswith("FASTREG_NODES="):
+                nodes = len(line.split("=", 1)[1].replace("\\ ", " ").strip().strip("'").split())
+    except OSError:
+        pass
+    finished = len(glob.glob(os.path.join(run, "node[0-9]*.rc")))
+    if finished < nodes or len(files) < nodes:
+        print(f"{nodes} nodes: {finished} finished, {len(files)} left a summary")
         bad += 1
     return 1 if bad else 0
 

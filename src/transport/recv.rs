@@ -209,20 +209,24 @@ impl Conn {
         }
         // Repost the buffer: one more credit owed to the peer. A buffer that cannot be
         // reposted is a credit the peer never gets back: the connection would stall
-        // until "no credits returned", so it fails now.
+        // until "no credits returned", so it fails now. Unless the QP already left RTS
+        // (`ENOTCONN`, siw): the connection is going down and its event names why.
         if let Some(ep) = st.ep.clone() {
-            if let Err(e) = ep.post_recv(&slot.value().buf, slot) {
-                pr_err!(
-                    "{} {} {}: cannot repost a receive buffer ({:?})\n",
-                    self.iface.addr,
-                    self.dir(),
-                    self.peer,
-                    e
-                );
-                self.on(&mut st, Event::Error, "receive buffer not reposted");
-                return;
+            match ep.post_recv(&slot.value().buf, slot) {
+                Ok(()) => st.outstanding += 1,
+                Err(e) if e.to_errno() == -(kernel::bindings::ENOTCONN as i32) => {}
+                Err(e) => {
+                    pr_err!(
+                        "{} {} {}: cannot repost a receive buffer ({:?})\n",
+                        self.iface.addr,
+                        self.dir(),
+                        self.peer,
+                        e
+                    );
+                    self.on(&mut st, Event::Error, "receive buffer not reposted");
+                    return;
+                }
             }
-            st.outstanding += 1;
         }
         self.drive(&mut st);
     }

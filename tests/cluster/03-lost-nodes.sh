@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Lost nodes and devices. Both nodes run 64 transfers of 256 KiB to the other
+# Lost nodes and devices. Both nodes run 64 transfers of 1 MiB to the other
 # (concurrency 8, check=full) when node 1 is lost, in four ways:
 #   kill    its QEMU is SIGKILLed (a power cut); a new VM boots on the same address;
 #   freeze  its QEMU is SIGSTOPped for longer than a connect round, then resumed;
@@ -115,12 +115,19 @@ survivor_checks() {
 	rm -f /tmp/figures
 }
 
-# busy: this node has sent 16 messages or more on a connection to the peer (its run is
-# under way).
+# sent: messages this node sent on its established connections to the peer.
+sent() {
+	local n=0 tx
+	for tx in $(grep -E "(->|<-) $PEER:.* state=established" "$DBG/conns" | sed -n 's/.* tx=\([0-9]*\) .*/\1/p'); do
+		n=$((n + tx))
+	done
+	echo $n
+}
+
+# busy BASE: this node has sent 16 messages more than BASE to the peer (a run started
+# after BASE was taken is under way).
 busy() {
-	local tx
-	tx=$(grep -m1 -E "(->|<-) $PEER:.* state=established" "$DBG/conns" | sed -n 's/.* tx=\([0-9]*\) .*/\1/p')
-	[ "${tx:-0}" -ge 16 ]
+	[ "$(sent)" -ge $(($1 + 16)) ]
 }
 
 # loaded_run NAME ARGS...: starts brw_bg NAME ARGS, then meets the other node at barrier
@@ -129,9 +136,11 @@ busy() {
 loaded_run() {
 	local name=$1
 	shift
+	local base
 	dmesg_mark
+	base=$(sent)
 	(brw_bg "$name" "$@"; wait; uptime_s >/tmp/"$name".end) &
-	within 60 busy || echo "# $name: not under way after 60 s"
+	within 60 busy "$base" || echo "# $name: not under way after 60 s"
 	barrier "$name"
 }
 
@@ -145,15 +154,16 @@ fi
 # 1. kill
 if [ "$FASTREG_INCARNATION" = 0 ]; then
 	barrier start
+	old1=$(published 1 stamp) # node 1 publishes its new stamp once it is back
 	[ "$ME" = 1 ] || check "ping both ways before the losses" run_clean 8 ping --peer "$PEER" --count 8
 	loaded_run kill write
 	if [ "$ME" = 1 ]; then
 		sleep 900 # killed here
+		exit 1
 	fi
 	t0=$(uptime_s)
 	"$FASTREG_NODECTL" kill 1 || echo "# kill failed"
 	survivor_checks kill "$t0"
-	stamp0=$(peer_stamp)
 	"$FASTREG_NODECTL" boot 1 || echo "# boot failed"
 else
 	check "kill: booted again, as incarnation 1" [ "$FASTREG_INCARNATION" = 1 ]
@@ -163,7 +173,7 @@ barrier reborn
 check "kill: traffic both ways clean after the reboot" clean_both_ways
 if [ "$ME" = 0 ]; then
 	check "kill: connected to the new incarnation (the peer's stamp changed)" \
-		differ "$(peer_stamp)" "$(published 1 stamp)"
+		differ "$(peer_stamp)" "$old1"
 else
 	check "kill: connected to the survivor's same incarnation" same "$(peer_stamp)" "$(published 0 stamp)"
 fi
@@ -211,8 +221,9 @@ check "device: traffic both ways clean after it came back" clean_both_ways
 # the module), then loaded again.
 dmesg_mark
 if [ "$ME" = 0 ]; then
+	base=$(sent)
 	(brw_bg rmmod write; wait; uptime_s >/tmp/rmmod.end) &
-	within 60 busy || echo "# rmmod: not under way after 60 s"
+	within 60 busy "$base" || echo "# rmmod: not under way after 60 s"
 	barrier rmmod
 	t0=$(uptime_s)
 	barrier unloaded

@@ -9,10 +9,13 @@ faults window, on node 0; the fuzzing window, on node 1: see WINDOWS) so that er
 told apart from those of a quiet fabric. Every minute, samples the slab total and the
 MRs fastreg holds. Writes a JSON summary at the end.
 
-    soak.py START END NODE PEERS OUT
+    soak.py START END NODE PEERS OUT FUZZER
+
+PEERS: comma-separated addresses; FUZZER: the fuzzing node's address, "self" on it.
 """
 
 import json
+import math
 import os
 import random
 import subprocess
@@ -25,10 +28,12 @@ DBG = "/sys/kernel/debug/fastreg"
 
 # Fractions of the run: faults on node 0 in [0.30, 0.45), fuzzing on node 1 in
 # [0.60, 0.75); the rest is quiet. A run belongs to a window it overlaps, give or take
-# the transfer timeout (MARGIN s): a connection a disturbance closed can fail transfers
-# a little after the window.
+# the transfer timeout after it (MARGIN s: a connection a disturbance closed can fail
+# transfers a little after the window) and the nodes' clock skew before it (SKEW s: each
+# guest's clock comes from a 1 s RTC, nothing syncs them).
 WINDOWS = {"faults": (0.30, 0.45), "fuzz": (0.60, 0.75)}
 MARGIN = 70
+SKEW = 10
 OFFSETS = [0, 1, 511, 4095, 4096, 4097, 65535, 65537]
 
 
@@ -38,7 +43,7 @@ def window_times(start, end):
 
 
 def labels(t0, t1, windows):
-    return [k for k, (a, b) in windows.items() if t0 < b + MARGIN and t1 > a - 1]
+    return [k for k, (a, b) in windows.items() if t0 < b + MARGIN and t1 > a - SKEW]
 
 
 def max_payload():
@@ -69,8 +74,7 @@ def sampler(t0, end, samples, stop):
 
 
 def one_run(rng, peers, limit):
-    size = min(limit, int(2 ** rng.uniform(0, limit.bit_length() - 1)) + rng.randrange(2))
-    size = max(1, size)
+    size = max(1, min(limit, int(2 ** rng.uniform(0, math.log2(limit))) + rng.randrange(2)))
     args = [
         "brw", rng.choice(["read", "write"]),
         "--size", str(size),
@@ -79,7 +83,8 @@ def one_run(rng, peers, limit):
         "--seconds", str(rng.randint(5, 15)),
         "--check", "full",
     ]
-    for p in rng.sample(peers, rng.choice([1, len(peers)])):
+    chosen = rng.sample(peers, rng.choice([1, len(peers)]))
+    for p in chosen:
         args += ["--peer", p]
     t0 = time.time()
     proc = subprocess.run([LST, "--json"] + args, capture_output=True, text=True)
@@ -89,12 +94,12 @@ def one_run(rng, peers, limit):
     except ValueError:
         r = {"ops": 0, "errors": 0, "corrupt": 0, "errors_by_kind": {},
              "cli_error": (proc.stderr or proc.stdout)[-300:]}
-    return t0, t1, " ".join(args), r
+    return t0, t1, " ".join(args), chosen, r
 
 
 def main():
-    start, end, node, peers, out = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), \
-        sys.argv[4].split(","), sys.argv[5]
+    start, end, node, peers, out, fuzzer = float(sys.argv[1]), float(sys.argv[2]), \
+        int(sys.argv[3]), sys.argv[4].split(","), sys.argv[5], sys.argv[6]
     rng = random.Random(1000 + node)
     windows = window_times(start, end)
     samples, stop = [], threading.Event()
@@ -104,11 +109,21 @@ def main():
     runs = 0
     limit = max_payload()
     while time.time() < end - 20:
-        t0, t1, args, r = one_run(rng, peers, limit)
+        t0, t1, args, chosen, r = one_run(rng, peers, limit)
         runs += 1
-        key = "+".join(labels(t0, t1, windows)) or "quiet"
+        within = labels(t0, t1, windows)
+        key = "+".join(within) or "quiet"
         g = groups.setdefault(key, {"runs": 0, "ops": 0, "bytes": 0, "errors": 0, "corrupt": 0,
-                                    "errors_by_kind": {}, "cli_errors": 0, "first_failed": None})
+                                    "unexplained_corrupt": 0, "errors_by_kind": {},
+                                    "cli_errors": 0, "first_failed": None})
+        # Only the fuzzing node's messages are mutated: a corrupt transfer is explained
+        # only in the fuzzing window and on a connection with that node.
+        if not ("fuzz" in within and (fuzzer in chosen or fuzzer == "self")):
+            g["unexplained_corrupt"] += r.get("corrupt", 0)
+        if r.get("corrupt", 0):
+            g.setdefault("corrupt_runs", []).append(
+                {"at_s": round(t0 - start), "args": args, "corrupt": r["corrupt"],
+                 "by_peer": {p.get("peer"): p.get("corrupt") for p in r.get("peers", [])}})
         g["runs"] += 1
         for k in ("ops", "bytes", "errors", "corrupt"):
             g[k] += r.get(k, 0)
