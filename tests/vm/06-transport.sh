@@ -121,7 +121,7 @@ fails_within() {
 # After a flap that killed connections, rxe's connection manager answers no more requests
 # between the two devices: the DREQ sent on the down link put the device's GSI QP in error
 # for good (tests/vm/11-rxe-flap.sh reproduces it with perftest alone; see
-# Documentation/testing.rst); recreating the rxe devices clears it.
+# Documentation/robustness.rst); recreating the rxe devices clears it.
 link_down_fails() {
 	ctl ping $VETH_ADDR0 $VETH_ADDR1 1 || return 1
 	(sleep 1; ip link set veth_v1 down) &

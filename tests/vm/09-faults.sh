@@ -156,7 +156,7 @@ quiet() {
 # The device is removed only once fastreg's connection is gone: removing an rxe device
 # while connection management datagrams are in flight made KASAN report a use-after-free
 # in ib_core's MAD receive path (ib_mad_post_receive_mads from ib_mad_recv_done, on a QP1
-# being destroyed: Documentation/testing.rst, "Faults"), which is not fastreg's.
+# being destroyed: Documentation/robustness.rst, "Faults"), which is not fastreg's.
 with_pd() {
 	local fn=fastreg_ib_alloc_pd left
 	dmesg_mark
@@ -228,7 +228,7 @@ if [ -f "$FS/require-start" ]; then
 else
 	ok "failslab within fastreg # SKIP no stack filter (CONFIG_FAULT_INJECTION_STACKTRACE_FILTER)"
 fi
-# The figures of every point (Documentation/testing.rst, "Faults").
+# The figures of every point (Documentation/robustness.rst, "Faults").
 sed 's/^/# /' /tmp/fault-figures.txt 2>/dev/null
 unload_checks "$before"
 ktap_end

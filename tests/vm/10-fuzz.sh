@@ -113,7 +113,7 @@ check "  B made all $((TOTAL - half)) mutations" made_all 2 $((TOTAL - half))
 echo "$TOTAL mutations in $((SECONDS - start)) s" >>/tmp/fuzz-figures
 check "A counts its closed connections by reason (fastreg-lst stat)" closed_by_reason
 check "fuzzing off: traffic recovers both ways without reloading" recovered
-# The figures (Documentation/testing.rst, "The fuzzing peer").
+# The figures (Documentation/robustness.rst, "The fuzzing peer").
 sed 's/^/# /' /tmp/fuzz-figures
 unload_checks "$before"
 ktap_end

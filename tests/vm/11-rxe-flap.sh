@@ -8,7 +8,7 @@
 # is final: ib_mad never resets its QPs, and rxe raises no event for it, so from then on
 # every MAD of that device is flushed. A flap during which no MAD was sent is harmless;
 # one during which a connection ended (its DREQ) or began (its REQ) leaves the device
-# deaf to rdma_cm until it is recreated. Analysis: Documentation/testing.rst, "Lost nodes
+# deaf to rdma_cm until it is recreated. Analysis: Documentation/robustness.rst, "Lost nodes
 # and the rxe link flap". This suite checks that behaviour, so it fails once rxe is fixed
 # (then the analysis and the workaround go).
 #@ vm --no-load
