@@ -148,7 +148,7 @@ boot_node() {
 		setsid ip netns exec "$ns" timeout -k 10 "$timeout" qemu-system-aarch64 -M virt \
 			-cpu max,pauth-impdef=on -smp "$cpus" -m "$memory" -nographic -no-reboot \
 			-kernel "$kdir/arch/arm64/boot/Image" \
-			-append "console=ttyAMA0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose ro init=/fastreg-init loglevel=4 FASTREG_NODE=$i" \
+			-append "panic=-1 console=ttyAMA0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose ro init=/fastreg-init loglevel=4 FASTREG_NODE=$i" \
 			"${fs[@]}" $net </dev/null >"$run/node$i.console" 2>&1 &
 		;;
 	esac

@@ -11,6 +11,10 @@ export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export LD_LIBRARY_PATH=/lib/aarch64-linux-gnu:/usr/lib/aarch64-linux-gnu
 export HOME=/tmp TERM=dumb
 
+# Powers off. sysrq's power-off is asynchronous: if init (this script) exits first (its
+# sleep can fail once the file systems go: "Input/output error"), the kernel panics
+# ("Attempted to kill init"); panic=-1 on the command line (scripts/cluster.sh) then
+# reboots, which ends QEMU (-no-reboot) instead of leaving it to the run's timeout.
 off() {
 	sync
 	echo o >/proc/sysrq-trigger

@@ -189,6 +189,16 @@ with_slab() {
 	[ -n "$start" ] && [ -n "$end" ] || { echo "no fastreg symbols in /proc/kallsyms"; return 1; }
 	echo "0x$start" >"$FS/require-start"
 	printf '%#x\n' $((0x$end + 4096)) >"$FS/require-end"
+	# Not the device driver's own allocations under fastreg's calls: rxe's queues are
+	# vmalloc'd, and a failed vmalloc is reported by the kernel with a call trace
+	# (warn_alloc), as it should be; that is rxe's path, not fastreg's.
+	local rstart rend
+	read -r rstart rend < <(awk '$4 == "[rdma_rxe]" && ($2 == "t" || $2 == "T") { print $1 }' /proc/kallsyms |
+		sort | sed -n '1p;$p' | paste -sd' ')
+	if [ -n "$rstart" ] && [ -n "$rend" ]; then
+		echo "0x$rstart" >"$FS/reject-start"
+		printf '%#x\n' $((0x$rend + 4096)) >"$FS/reject-end"
+	fi
 	echo 32 >"$FS/stacktrace-depth"
 	echo N >"$FS/ignore-gfp-wait"
 	echo 5 >"$FS/probability"

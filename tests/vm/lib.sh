@@ -83,7 +83,7 @@ no_kernel_errors() {
 	local leaks
 	leaks=$(kmemleak_report)
 	[ -z "$leaks" ] || { echo "kmemleak:"; printf '%s\n' "$leaks" | head -n 60; return 1; }
-	! dmesg | grep -E -A5 "$KERNEL_ERRORS"
+	! dmesg | grep -E -B3 -A5 "$KERNEL_ERRORS"
 }
 
 # dmesg_has REGEX: the kernel logged a line matching REGEX since the mark.
