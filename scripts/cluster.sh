@@ -161,16 +161,20 @@ alive() {
 	[ -n "${npid[$1]:-}" ] && kill -0 "${npid[$1]}" 2>/dev/null
 }
 
+# hard_kill N: SIGKILL of node N's process group, continued first (it may be stopped).
+hard_kill() {
+	kill -CONT -- -"${npid[$1]}" 2>/dev/null || true
+	kill -KILL -- -"${npid[$1]}" 2>/dev/null || true
+}
+
 # nodectl ACTION N: what scripts/cluster-nodectl.sh asks for; prints "ok" or why not.
 nodectl() {
 	local action=$1 i=$2 k
 	[[ "$i" =~ ^[0-9]+$ ]] && [ "$i" -lt ${#kinds[@]} ] || { echo "no node '$i'"; return; }
-	case "$action" in kill | stop | cont | boot) ;; *) echo "unknown action '$action'"; return ;; esac
 	case "$action" in
 	kill)
 		alive "$i" || { echo "node $i is not running"; return; }
-		kill -CONT -- -"${npid[$i]}" 2>/dev/null || true
-		kill -KILL -- -"${npid[$i]}" 2>/dev/null || true
+		hard_kill "$i"
 		wait "${npid[$i]}" 2>/dev/null || true # (set -e: its status is 137)
 		# Gone: cleanup must not signal its process group id, which may be reused.
 		local p kept=()
@@ -194,6 +198,7 @@ nodectl() {
 		boot_node "$i" || { echo "no time left to boot node $i"; return; }
 		log "cluster: node $i (${kinds[$i]}) booting (incarnation ${incarnation[$i]})"
 		;;
+	*) echo "unknown action '$action'"; return ;;
 	esac
 	echo ok
 }
@@ -224,8 +229,7 @@ while :; do
 		for i in "${!kinds[@]}"; do
 			alive "$i" || continue
 			log "cluster: node $i (${kinds[$i]}) still running after the timeout: killed"
-			kill -CONT -- -"${npid[$i]}" 2>/dev/null || true
-			kill -KILL -- -"${npid[$i]}" 2>/dev/null || true
+			hard_kill "$i"
 		done
 		break
 	fi
