@@ -50,6 +50,7 @@ impl Conn {
                     stats: Stats::default(),
                     same_pool: false,
                     in_connect: false,
+                    held: false,
                 }, "fastreg::Conn::st"),
                 cv <- new_condvar!("fastreg::Conn::cv"),
                 work <- kernel::new_work!("fastreg::Conn::work"),
@@ -125,6 +126,7 @@ impl Conn {
         st.tx_free = tx;
         st.tx_all = tx_all;
         st.rx = rx;
+        st.held = !self.active && Self::is_iwarp(ep);
         for r in st.rx.iter() {
             ep.post_recv(&r.value().buf, r)?;
         }
@@ -293,6 +295,16 @@ impl Conn {
         if let Err(e) = r {
             st.connect_err = Some(e.to_errno());
             self.on(&mut st, Event::Error, "connect failed");
+        }
+    }
+
+    /// On iWARP, the connecting side sends first (see `ConnState::held`): once its
+    /// connection is established, a NOOP unless something went already.
+    pub(super) fn open_iwarp(&self, st: &mut ConnState, ep: &Endpoint<Ctx>) {
+        if self.active && st.stats.tx == 0 && Self::is_iwarp(ep) {
+            // A failure to post fails the connection (or, for want of a slot, cannot
+            // happen on a connection that has sent nothing).
+            let _ = self.send_locked(st, Body::Noop, true);
         }
     }
 

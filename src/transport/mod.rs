@@ -388,6 +388,13 @@ struct ConnState {
     /// `rdma_destroy_id` wait for it, uninterruptibly: [`Conn::teardown`] waits for this
     /// to clear first, in short sleeps.
     in_connect: bool,
+    /// On iWARP, this side accepted the connection and has received nothing yet: it posts
+    /// no message and no RDMA operation until the connecting side's first message has
+    /// arrived. MPA has the initiator send first (RFC 5044, 7.1.2: a responder receives and
+    /// validates an FPDU before it sends any); siw fails the connect of an initiator that
+    /// finds data behind the MPA reply (`EPROTO`, a connect error with `-EINVAL`). The
+    /// connecting side opens with a NOOP ([`Conn::open_iwarp`]).
+    held: bool,
 }
 
 /// What a posted chain sends.

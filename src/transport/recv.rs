@@ -142,6 +142,8 @@ impl Conn {
         };
         st.stats.rx += 1;
         st.last_rx = Instant::now();
+        // The connecting side spoke first: this side may send (see `ConnState::held`).
+        st.held = false;
         if kind == wire::Type::Noop {
             st.stats.noops_rx += 1;
         }

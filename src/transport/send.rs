@@ -69,6 +69,9 @@ impl Conn {
         {
             return Err(not_connected());
         }
+        if st.held && kind != Post::Local {
+            return Err(EAGAIN);
+        }
         let need = match kind {
             Post::Msg => 2,
             Post::Noop => 1,

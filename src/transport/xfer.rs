@@ -563,12 +563,17 @@ impl Conn {
             .any(|x| over(x.room_since, 2 * x.timeout_ms.max(timeout_ms)));
         if stuck {
             pr_err!(
-                "{} {} {}: no room for a request in {} ms (credits {})\n",
+                "{} {} {}: no room for a request in {} ms (credits {}{})\n",
                 self.iface.addr,
                 self.dir(),
                 self.peer,
                 2 * u64::from(timeout_ms),
-                st.credits
+                st.credits,
+                if st.held {
+                    ", nothing heard from the connecting side"
+                } else {
+                    ""
+                }
             );
             self.on(&mut st, Event::Error, "no credits returned");
             return;
@@ -637,7 +642,8 @@ impl Conn {
     pub(super) fn has_room(&self, st: &ConnState, room: Room) -> bool {
         let depth = st.params.map_or(0, |p| usize::from(p.queue_depth));
         let message = || {
-            st.credits >= 2
+            !st.held
+                && st.credits >= 2
                 && !st.tx_free.is_empty()
                 && st.owed.is_empty()
                 && st.unkey.is_empty()
