@@ -5,9 +5,11 @@
 #   make            build fastreg.ko (sets up the toolchain and test kernel on first use)
 #   make test       host unit tests + module build + VM tests; last line "N passed, N failed"
 #   make run        boot a VM on rxe, load fastreg, run the default selftest session
-#   make interop    the larger matrix: more node kinds, siw across nodes
+#   make interop    the larger matrix: more node kinds (arm64 16 KiB), siw across nodes, the
+#                   selftest suite on siw, the rxe link-flap reproducer
 #   make test-debug every VM suite on the sanitizer kernel (make test runs a subset on it)
-#   make fuzz       the fuzzing peer's long run: 100,000 mutated messages (tests/vm/10-fuzz.sh)
+#   make fuzz       the fuzzing peer's long run: 100,000 mutated messages (tests/vm/10-fuzz.sh;
+#                   FUZZ_COUNT=N FUZZ_SEED=S for a part, seeds S and S+1)
 #   make soak       3 nodes, 30 min of mixed traffic with faults and a fuzzing peer part-time
 #                   (SOAK_MINUTES=N for another length); figures from scripts/soak-report.py
 #   make bench      fastreg vs perftest and nvme-rdma, one VM and two nodes: build/bench/
@@ -41,6 +43,7 @@ test:
 interop:
 	@scripts/setup.sh all
 	@for k in $$(. scripts/lib.sh; echo $$KERNEL_KINDS); do FASTREG_KIND=$$k scripts/kmake.sh -s modules || exit 1; done
+	@FASTREG_VM_NOBUILD=1 FASTREG_INTEROP=only scripts/vm-tests.sh
 	@FASTREG_VM_NOBUILD=1 FASTREG_INTEROP=1 scripts/cluster-tests.sh
 
 test-debug:
@@ -49,10 +52,10 @@ test-debug:
 	@FASTREG_KERNEL=debug FASTREG_VM_NOBUILD=1 FASTREG_VM_TIMEOUT=3600 scripts/vm-tests.sh
 
 fuzz: module
-	@scripts/vm.sh --no-load --timeout 50400 -- bash tests/vm/10-fuzz.sh $${FUZZ_COUNT:-100000}
+	@scripts/vm.sh --no-load --timeout 50400 -- bash tests/vm/10-fuzz.sh $${FUZZ_COUNT:-100000} $${FUZZ_SEED:-1}
 
 soak:
-	@scripts/setup.sh all
+	@scripts/setup.sh kinds x86_64 arm64-64k
 	@for k in x86_64 arm64-64k; do FASTREG_KIND=$$k scripts/kmake.sh -s modules || exit 1; done
 	@m=$${SOAK_MINUTES:-30}; FASTREG_VM_NOBUILD=1 scripts/cluster.sh --node x86_64 --node x86_64 \
 		--node arm64-64k --params "timeout=60" --timeout $$(( (m + 15) * 60 )) \

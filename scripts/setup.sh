@@ -7,6 +7,9 @@
 #   scripts/setup.sh              all steps (packages, bindgen, virtme-ng, every node kind's
 #                                 kernel, the x86_64 sanitizer kernel, the arm64 root file
 #                                 system)
+#   scripts/setup.sh test         what make test needs: the kernels of TEST_KINDS (not
+#                                 arm64-16k) and the arm64 root file system
+#   scripts/setup.sh kinds KIND.. what VMs of those kinds need (scripts/cluster.sh)
 #   scripts/setup.sh vm           what one x86_64 VM needs (no arm64 kernels or root)
 #   scripts/setup.sh debug        what one x86_64 VM on the sanitizer kernel needs
 #   scripts/setup.sh host         only what host-side checks need (packages, bindgen)
@@ -279,18 +282,34 @@ step_nodes() {
 	step_rootfs
 }
 
+# step_kinds KIND...: what VMs of those kinds need: the toolchain, their kernels, and the
+# arm64 root file system if one of them is arm64.
+step_kinds() {
+	local kind
+	step_packages
+	step_bindgen
+	step_venv
+	for kind in "$@"; do
+		valid_kind "$kind"
+		step_kernel "$kind"
+	done
+	case " $* " in *" arm64-"*) step_rootfs ;; esac
+}
+
 main() {
 	mkdir -p "$FASTREG_CACHE"
 	case "${1:-all}" in
 	host) step_packages; step_bindgen ;;
 	all) step_packages; step_bindgen; step_venv; step_kernel; step_kernel "$DEBUG_KIND"; step_nodes ;;
+	test) step_kinds $TEST_KINDS ;;
+	kinds) shift; step_kinds "$@" ;;
 	vm) step_packages; step_bindgen; step_venv; step_kernel ;;
 	kernel) step_kernel "${2:-x86_64}" ;;
 	debug) step_packages; step_bindgen; step_venv; step_kernel "$DEBUG_KIND" ;;
 	nodes) step_nodes ;;
 	rootfs) step_rootfs ;;
 	bench) step_packages; step_bindgen; step_venv; step_kernel; step_nodes; step_plot ;;
-	*) die "usage: $0 [all|vm|debug|host|kernel [KIND]|nodes|rootfs|bench]" ;;
+	*) die "usage: $0 [all|test|kinds KIND...|vm|debug|host|kernel [KIND]|nodes|rootfs|bench]" ;;
 	esac
 }
 

@@ -14,7 +14,7 @@ add() {
 	failed=$((failed + $2))
 }
 
-"$FASTREG_TOP/scripts/setup.sh" all || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+"$FASTREG_TOP/scripts/setup.sh" test || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
 echo "==== host tests (cargo test)"
 out=$(cd tests/host && env PATH="$HOME/.cargo/bin:$PATH" CARGO_TARGET_DIR="$FASTREG_TOP/build/host" \
@@ -28,8 +28,8 @@ p=${p:-0} f=${f:-0}
 echo "host tests: $p passed, $f failed"
 add "$p" "$f"
 
-echo "==== module build (one per kernel kind: $KERNEL_KINDS)"
-for kind in $KERNEL_KINDS; do
+echo "==== module build (one per kernel kind: $TEST_KINDS)"
+for kind in $TEST_KINDS; do
 	if FASTREG_KIND=$kind scripts/kmake.sh modules; then
 		echo "module build $kind: 1 passed, 0 failed"
 		add 1 0

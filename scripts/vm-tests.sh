@@ -4,8 +4,9 @@
 # Runs VM tests, each file in a fresh VM (scripts/vm.sh --no-load), and counts their KTAP
 # results. A VM that fails to boot, times out or dies counts as one failed test. A file with
 # "#@ vm ARGS" lines runs once per line, with scripts/vm.sh ARGS (e.g. "#@ vm --rdma siw");
-# one without runs once, on the defaults. FASTREG_INTEROP=1 (make interop) adds the
-# "#@ interop ARGS" lines. FASTREG_VM_FILTER=REGEX keeps the runs whose ARGS match it.
+# one without runs once, on the defaults. FASTREG_INTEROP=1 adds the "#@ interop ARGS"
+# lines; FASTREG_INTEROP=only (make interop) runs those alone. FASTREG_VM_FILTER=REGEX keeps
+# the runs whose ARGS match it.
 #
 #   scripts/vm-tests.sh [TEST...]     (default: every tests/vm/[0-9]*.sh)
 #
@@ -20,13 +21,19 @@ tests=("$@")
 passed=0 failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+case "${FASTREG_INTEROP:-}" in
+'') lines=vm ;;
+only) lines=interop ;;
+*) lines='vm|interop' ;;
+esac
 for t in "${tests[@]}"; do
 	cfgs=()
 	while IFS= read -r line; do
 		line=${line#\#@ vm}
 		cfgs+=("${line#\#@ interop}")
-	done < <(grep -E "^#@ (vm${FASTREG_INTEROP:+|interop})( |\$)" "$t")
-	[ ${#cfgs[@]} -gt 0 ] || grep -qE '^#@ (vm|interop)( |$)' "$t" || cfgs=("")
+	done < <(grep -E "^#@ ($lines)( |\$)" "$t")
+	[ ${#cfgs[@]} -gt 0 ] || [ "$lines" = interop ] || grep -qE '^#@ (vm|interop)( |$)' "$t" ||
+		cfgs=("")
 	for cfg in "${cfgs[@]}"; do
 		[[ "$cfg" =~ ${FASTREG_VM_FILTER:-.*} ]] || continue
 		eval "args=($cfg)"

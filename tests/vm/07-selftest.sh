@@ -4,9 +4,10 @@
 # itself and across a veth pair, the brw matrix of sizes x offsets x read/write with full
 # data checks, several peers, concurrency 64 on a pool of 4 MRs, corruption detection by a
 # test hook, an unreachable peer, a silent one, `stat`, CLI errors, and nothing left after
-# rmmod. On soft RoCE and on soft iWARP.
+# rmmod. On soft RoCE, and in make interop on soft iWARP too (06 runs the transport on
+# both in make test).
 #@ vm
-#@ vm --rdma siw
+#@ interop --rdma siw
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/veth.sh"
 . "$(dirname "$0")/lst.sh"

@@ -10,8 +10,9 @@
 # one during which a connection ended (its DREQ) or began (its REQ) leaves the device
 # deaf to rdma_cm until it is recreated. Analysis: Documentation/robustness.rst, "Lost nodes
 # and the rxe link flap". This suite checks that behaviour, so it fails once rxe is fixed
-# (then the analysis and the workaround go).
-#@ vm --no-load
+# (then the analysis and the workaround go). In make interop, not make test: it
+# characterizes the kernel, not fastreg.
+#@ interop --no-load
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/veth.sh"
 
