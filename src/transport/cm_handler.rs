@@ -108,7 +108,7 @@ impl CmHandler for Ctx {
                     st.params.map(|p| p.page_size).unwrap_or(0),
                     st.params.map(|p| p.max_inline).unwrap_or(0)
                 );
-                conn.open_iwarp(&mut st, &ep);
+                conn.open_iwarp(&mut st);
                 conn.pump(&mut st);
             }
             CmEvent::Rejected(status, private) => {

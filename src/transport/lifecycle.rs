@@ -299,12 +299,26 @@ impl Conn {
     }
 
     /// On iWARP, the connecting side sends first (see `ConnState::held`): once its
-    /// connection is established, a NOOP unless something went already.
-    pub(super) fn open_iwarp(&self, st: &mut ConnState, ep: &Endpoint<Ctx>) {
-        if self.active && st.stats.tx == 0 && Self::is_iwarp(ep) {
-            // A failure to post fails the connection (or, for want of a slot, cannot
-            // happen on a connection that has sent nothing).
-            let _ = self.send_locked(st, Body::Noop, true);
+    /// connection is established, a NOOP unless something went already. Called when it is
+    /// established and by the tick, which retries a NOOP that found no room.
+    pub(super) fn open_iwarp(&self, st: &mut ConnState) {
+        if !self.active || st.stats.tx != 0 {
+            return;
+        }
+        // Dropped before the lock is released: never the last reference.
+        let Some(ep) = st.ep.clone() else { return };
+        if !Self::is_iwarp(&ep) {
+            return;
+        }
+        match self.send_locked(st, Body::Noop, true) {
+            // No credit or send slot (not on a connection that has sent nothing): the
+            // tick tries again.
+            Err(e) if e == EAGAIN => {}
+            // The peer would wait for a first message that never comes.
+            Err(_) => {
+                self.on(st, Event::Error, "cannot open the connection");
+            }
+            Ok(()) => {}
         }
     }
 

@@ -579,6 +579,7 @@ impl Conn {
             return;
         }
         self.drive(&mut st);
+        self.open_iwarp(&mut st);
         if keepalive == 0 {
             return;
         }
