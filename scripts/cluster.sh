@@ -69,8 +69,9 @@ done
 
 # Kernels, root file system and modules (each step is quick when done).
 if [ -z "${FASTREG_VM_NOBUILD:-}" ]; then
-	"$FASTREG_TOP/scripts/setup.sh" kinds $(printf '%s\n' "${kinds[@]}" | sort -u) 2>&1 | grep -v ': .*present$\|: cached\|packages: all' >&2 || true
-	for k in $(printf '%s\n' "${kinds[@]}" | sort -u); do
+	distinct=$(printf '%s\n' "${kinds[@]}" | sort -u)
+	"$FASTREG_TOP/scripts/setup.sh" kinds $distinct 2>&1 | grep -v ': .*present$\|: cached\|packages: all' >&2 || true
+	for k in $distinct; do
 		FASTREG_KIND=$k "$FASTREG_TOP/scripts/kmake.sh" -s modules >&2 || die "module build for $k failed"
 	done
 fi

@@ -303,9 +303,9 @@ main() {
 	all) step_packages; step_bindgen; step_venv; step_kernel; step_kernel "$DEBUG_KIND"; step_nodes ;;
 	test) step_kinds $TEST_KINDS ;;
 	kinds) shift; step_kinds "$@" ;;
-	vm) step_packages; step_bindgen; step_venv; step_kernel ;;
+	vm) step_kinds x86_64 ;;
 	kernel) step_kernel "${2:-x86_64}" ;;
-	debug) step_packages; step_bindgen; step_venv; step_kernel "$DEBUG_KIND" ;;
+	debug) step_kinds "$DEBUG_KIND" ;;
 	nodes) step_nodes ;;
 	rootfs) step_rootfs ;;
 	bench) step_packages; step_bindgen; step_venv; step_kernel; step_nodes; step_plot ;;

@@ -5,12 +5,12 @@
 # checked: zero errors, every node serving and being served at once; afterwards every MR is
 # back in its pool, and rmmod leaves no fastreg resource on any node. In make test two
 # x86_64 nodes (4 KiB pages) and an arm64 64 KiB one: each node has a peer of its own page
-# size and one of another. make interop runs three page sizes (arm64 16 KiB too; its kernel
-# is not built for make test, to keep a fresh machine's first run within CI's time). Three emulated VMs share two host cores here: a
-# node moves well under 1 MiB/s while it serves two peers and is served by them, so the
-# transfers are of 256 KiB and wait for their turn behind 15 others (8 in flight per peer)
-# under a timeout of 120 s; with 1 MiB and the default 20 s some timed out (load, not
-# loss).
+# size and one of another. make interop runs three page sizes (arm64 16 KiB too; its
+# kernel is not built for make test, to keep a fresh machine's first run within CI's
+# time). Three emulated VMs share two host cores here: a node moves well under 1 MiB/s
+# while it serves two peers and is served by them, so the transfers are of 256 KiB and wait
+# for their turn behind 15 others (8 in flight per peer) under a timeout of 120 s; with
+# 1 MiB and the default 20 s some timed out (load, not loss).
 #@ cluster --node x86_64 --node arm64-64k --node x86_64 --params "timeout=120" --timeout 2400
 #@ interop --node x86_64 --node arm64-64k --node arm64-16k --params "timeout=120" --timeout 2400
 #@ interop --node x86_64 --node arm64-64k --node arm64-16k --rdma siw --params "timeout=120" --timeout 2400
