@@ -80,6 +80,7 @@ impl Fastreg {
             addr,
             tun,
             self.params.timeout.saturating_mul(1000),
+            self.ifaces.control(),
         )
         .and_then(|i| self.ifaces.add(i));
         if let Err(e) = r {

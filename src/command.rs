@@ -153,6 +153,14 @@ pub(crate) enum Ctl<'a> {
         /// Peer address.
         peer: [u8; 4],
     },
+    /// `console allow|deny ADDR`, `console list`: the consoles that may drive this node's
+    /// tests (`crate::session`), and the session it is in.
+    Console {
+        /// Allow (`Some(true)`), deny (`Some(false)`) or list (`None`).
+        allow: Option<bool>,
+        /// The console's address (allow, deny).
+        ip: [u8; 4],
+    },
     /// `fuzz LOCAL [seed=S] [rate=PPM] count=N`: test hook. Interface LOCAL mutates what
     /// it sends (messages and connection parameters), `rate` per million (default all of
     /// them), until it made `count` mutations, reproducibly from `seed` (default 1); see
@@ -311,6 +319,21 @@ impl<'a> Ctl<'a> {
                 }
                 Ok(Ctl::Close { local, peer })
             }
+            (Some("console"), Some(what @ ("allow" | "deny"))) => {
+                let ip = ip(w.next())?;
+                if w.next().is_some() {
+                    return Err("too many words");
+                }
+                Ok(Ctl::Console {
+                    allow: Some(what == "allow"),
+                    ip,
+                })
+            }
+            (Some("console"), Some("list")) if w.next().is_none() => Ok(Ctl::Console {
+                allow: None,
+                ip: [0; 4],
+            }),
+            (Some("console"), _) => Err("console takes allow ADDR, deny ADDR or list"),
             (Some("fuzz"), local) => {
                 let local = ip(local)?;
                 let (mut seed, mut rate, mut count) = (1, 1_000_000, None);
@@ -407,6 +430,30 @@ pub(crate) struct Lst {
 }
 
 impl Lst {
+    /// The test a console started (`crate::control::Start`): its peers are given apart.
+    pub(crate) fn of_start(st: &crate::control::Start) -> Self {
+        use crate::control::{Span as S, Test};
+        let op = match st.test {
+            Test::Ping => LstOp::Ping,
+            Test::Read => LstOp::Read,
+            Test::Write => LstOp::Write,
+        };
+        Lst {
+            op,
+            from: None,
+            peers: [[0; 4]; MAX_PEERS],
+            npeers: 0,
+            size: if op == LstOp::Ping { 0 } else { st.size },
+            offset: u64::from(st.offset),
+            check: crate::wire::Check::from_u8(st.check).unwrap_or(crate::wire::Check::None),
+            concurrency: u32::from(st.concurrency),
+            span: match st.span {
+                S::Count(n) => Span::Count(n),
+                S::Seconds(s) => Span::Seconds(u32::try_from(s).unwrap_or(u32::MAX)),
+            },
+        }
+    }
+
     /// The peers named (none: the local interface itself).
     pub(crate) fn peers(&self) -> &[[u8; 4]] {
         &self.peers[..self.npeers]

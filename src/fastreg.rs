@@ -6,10 +6,14 @@
 //! teardown order. See `Documentation/index.rst` for the design.
 
 mod api;
+mod ask;
 mod budget;
 mod client;
 mod command;
 mod conn_state;
+mod console;
+mod console_cmd;
+mod control;
 mod credits;
 mod device;
 mod dial_state;
@@ -23,6 +27,7 @@ mod params;
 mod pool;
 mod region;
 mod report;
+mod session;
 mod show;
 mod stats;
 mod tally;
@@ -147,8 +152,9 @@ impl kernel::Module for FastregModule {
         let wq = verbs::Workqueue::new()?;
         let fail_wr = verbs::FailWr::new();
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
-        let ifaces = Arc::pin_init(transport::Ifaces::new(), GFP_KERNEL)?;
-        let report = report::Report::new(params, devices.clone(), ifaces.clone())?;
+        let console = console::Console::new(params.timeout.saturating_mul(1000))?;
+        let ifaces = Arc::pin_init(transport::Ifaces::new(console.clone()), GFP_KERNEL)?;
+        let report = report::Report::new(params, devices.clone(), ifaces.clone(), console)?;
         let tick = TickGuard(verbs::Ticker::start(
             transport::NetTick {
                 ifaces: ifaces.clone(),

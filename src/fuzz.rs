@@ -212,7 +212,7 @@ pub(crate) fn mutate_msg(rng: &mut Rng, buf: &mut [u8], len: usize) -> (usize, M
     match m {
         Mutation::Type => {
             b[6] = if rng.chance(3, 4) {
-                0xd0 + rng.below(12) as u8
+                0xd0 + rng.below(14) as u8
             } else {
                 rng.next() as u8
             }

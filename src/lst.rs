@@ -72,7 +72,7 @@ struct Shared {
 
 /// One run of a test.
 #[pin_data]
-struct Run {
+pub(crate) struct Run {
     t: Lst,
     iface: Arc<Iface>,
     peers: KVec<SockAddr>,
@@ -80,8 +80,10 @@ struct Run {
     start: Instant<Monotonic>,
     /// Count mode: transfers not yet claimed.
     left: Atomic<u64>,
-    /// Set to stop the slots early (the writer was interrupted).
+    /// Set to stop the slots early (the writer was interrupted, [`Run::stop`]).
     stop: Atomic<u32>,
+    /// Slots started.
+    workers: Atomic<u32>,
     #[pin]
     shared: Mutex<Shared>,
     #[pin]
@@ -242,7 +244,8 @@ impl Report {
     }
 }
 
-/// Runs test `t` from one of `ifaces`; returns when every worker has finished.
+/// Runs test `t` from one of `ifaces`; returns when every worker has finished (or the
+/// writer is interrupted: the workers stop after their current transfer).
 pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
     let iface = match t.from {
         Some(ip) => ifaces.find(ip),
@@ -252,15 +255,28 @@ pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
         pr_err!("lst: no such local interface\n");
         ENOENT
     })?;
+    start(iface, t.peers(), t, timeout_ms)?.wait(true)
+}
+
+/// Starts test `t` from `iface` to `peers` (none: the interface itself): every slot's
+/// buffer is made and its first transfer submitted. The run goes on by itself, advanced by
+/// its completions, but for the slots whose transfer failed, which whoever waits for it
+/// restarts after a pause ([`Run::wait`]).
+pub(crate) fn start(
+    iface: Arc<Iface>,
+    peers: &[[u8; 4]],
+    t: &Lst,
+    timeout_ms: u32,
+) -> Result<Arc<Run>> {
     let port = iface.addr().port;
-    let mut peers = KVec::new();
-    if t.peers().is_empty() {
-        peers.push(iface.addr(), GFP_KERNEL)?;
+    let mut addrs = KVec::new();
+    if peers.is_empty() {
+        addrs.push(iface.addr(), GFP_KERNEL)?;
     }
-    for &ip in t.peers() {
-        peers.push(SockAddr { ip, port }, GFP_KERNEL)?;
+    for &ip in peers {
+        addrs.push(SockAddr { ip, port }, GFP_KERNEL)?;
     }
-    let n = peers.len();
+    let n = addrs.len();
     let mut per_peer = KVec::with_capacity(n, GFP_KERNEL)?;
     let mut first_error = KVec::with_capacity(n, GFP_KERNEL)?;
     for _ in 0..n {
@@ -271,23 +287,6 @@ pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
         Span::Count(c) => c,
         Span::Seconds(_) => 0,
     };
-    let run = Arc::pin_init(
-        pin_init!(Run {
-            t: *t,
-            iface,
-            peers,
-            timeout_ms,
-            start: Instant::now(),
-            left: Atomic::new(count),
-            stop: Atomic::new(0),
-            shared <- new_mutex!(
-                Shared { per_peer, first_error, finished: 0, paused: KVec::new() },
-                "fastreg::lst::Run"
-            ),
-            cv <- new_condvar!("fastreg::lst::Run::cv"),
-        }),
-        GFP_KERNEL,
-    )?;
     // In count mode, no more workers than transfers.
     let per_peer_workers = match t.span {
         Span::Count(c) => {
@@ -296,6 +295,24 @@ pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
         }
         Span::Seconds(_) => t.concurrency,
     };
+    let run = Arc::pin_init(
+        pin_init!(Run {
+            t: *t,
+            iface,
+            peers: addrs,
+            timeout_ms,
+            start: Instant::now(),
+            left: Atomic::new(count),
+            stop: Atomic::new(0),
+            workers: Atomic::new(0),
+            shared <- new_mutex!(
+                Shared { per_peer, first_error, finished: 0, paused: KVec::new() },
+                "fastreg::lst::Run"
+            ),
+            cv <- new_condvar!("fastreg::lst::Run::cv"),
+        }),
+        GFP_KERNEL,
+    )?;
     // Every slot's buffer first (`size` bytes at `offset`, mapped once), then the slots.
     let mut slots = KVec::with_capacity((per_peer_workers as usize) * n, GFP_KERNEL)?;
     for _ in 0..per_peer_workers {
@@ -313,56 +330,136 @@ pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
             slots.push((p, region), GFP_KERNEL)?;
         }
     }
-    let started = slots.len() as u32;
+    run.workers.store(slots.len() as u32, Relaxed);
     run.shared.lock().paused.reserve(slots.len(), GFP_KERNEL)?;
     let me: Arc<dyn Client> = run.clone();
     for (p, region) in slots.drain_all() {
         run.next(&me, p, region);
     }
-    let mut sh = run.shared.lock();
-    while sh.finished < started {
-        if !sh.paused.is_empty() {
-            // Slots whose transfer failed: restarted after a pause, from here.
-            drop(sh);
-            kernel::time::delay::fsleep(Delta::from_millis(10));
-            loop {
-                let Some((p, region)) = run.shared.lock().paused.pop() else {
-                    break;
-                };
-                run.next(&me, p, region);
+    Ok(run)
+}
+
+/// What a run has counted so far (every peer's counts together).
+pub(crate) struct Progress {
+    /// Transfers with good data, and their bytes.
+    pub(crate) ops: u64,
+    pub(crate) bytes: u64,
+    /// Failed transfers, by [`ErrKind`].
+    pub(crate) errors: [u64; crate::stats::ERR_KINDS],
+    /// Transfers with bad data.
+    pub(crate) corrupt: u64,
+    /// Microseconds since it started.
+    pub(crate) usecs: u64,
+    /// The first error of the first peer that had one (a negative errno, or 0).
+    pub(crate) first_error: i32,
+}
+
+impl Run {
+    /// Stops the run: its slots end after their current transfer.
+    pub(crate) fn stop(&self) {
+        self.stop.store(1, Relaxed);
+        let _sh = self.shared.lock();
+        self.cv.notify_all();
+    }
+
+    /// Whether it was stopped ([`Run::stop`]) or lost its interface.
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.load(Relaxed) != 0 || self.iface.is_closed()
+    }
+
+    /// What it has counted so far.
+    pub(crate) fn progress(&self) -> Progress {
+        let sh = self.shared.lock();
+        let mut p = Progress {
+            ops: 0,
+            bytes: 0,
+            errors: [0; crate::stats::ERR_KINDS],
+            corrupt: 0,
+            usecs: self.start.elapsed().as_micros_ceil() as u64,
+            first_error: sh
+                .first_error
+                .iter()
+                .copied()
+                .find(|e| *e != 0)
+                .unwrap_or(0),
+        };
+        for s in sh.per_peer.iter() {
+            p.ops += s.ops;
+            p.bytes += s.bytes;
+            p.corrupt += s.corrupt;
+            for (t, e) in p.errors.iter_mut().zip(s.errors) {
+                *t += e;
             }
-            sh = run.shared.lock();
-            continue;
         }
-        if run.cv.wait_interruptible(&mut sh) {
-            // Interrupted: the slots stop after their current transfer; wait for them,
-            // they use the module's code.
-            run.stop.store(1, Relaxed);
-            while sh.finished < started {
-                // Paused slots end here (the run is stopped).
+        p
+    }
+
+    /// Waits until every slot has finished, restarting those whose transfer failed after a
+    /// pause; then reports. `interruptible` (a writer of the `lst` file): a signal stops the
+    /// run (`EINTR`, once its slots have ended: they use the module's code); otherwise (a
+    /// work item) the run ends by itself or by [`Run::stop`].
+    pub(crate) fn wait(self: &Arc<Self>, interruptible: bool) -> Result<Report> {
+        let me: Arc<dyn Client> = self.clone();
+        let started = self.workers.load(Relaxed);
+        let mut sh = self.shared.lock();
+        while sh.finished < started {
+            if !sh.paused.is_empty() && self.stop.load(Relaxed) == 0 {
+                // Slots whose transfer failed: restarted after a pause, from here.
+                drop(sh);
+                kernel::time::delay::fsleep(Delta::from_millis(10));
+                loop {
+                    let Some((p, region)) = self.shared.lock().paused.pop() else {
+                        break;
+                    };
+                    self.next(&me, p, region);
+                }
+                sh = self.shared.lock();
+                continue;
+            }
+            // A stopped run's paused slots end here.
+            if self.stop.load(Relaxed) != 0 {
                 while let Some((_, region)) = sh.paused.pop() {
                     drop(region);
                     sh.finished += 1;
                 }
-                if sh.finished < started {
-                    run.cv.wait(&mut sh);
+                if sh.finished >= started {
+                    break;
                 }
             }
-            return Err(EINTR);
+            if !interruptible {
+                // A worker (a console's test): no signal comes to it. An interruptible
+                // sleep, as long as the run, is not a hung task; a second at a time.
+                let _ = self
+                    .cv
+                    .wait_interruptible_timeout(&mut sh, kernel::time::msecs_to_jiffies(1000));
+            } else if self.cv.wait_interruptible(&mut sh) {
+                // Interrupted: the slots stop after their current transfer; wait for them.
+                self.stop.store(1, Relaxed);
+                while sh.finished < started {
+                    while let Some((_, region)) = sh.paused.pop() {
+                        drop(region);
+                        sh.finished += 1;
+                    }
+                    if sh.finished < started {
+                        self.cv.wait(&mut sh);
+                    }
+                }
+                return Err(EINTR);
+            }
         }
+        let usecs = self.start.elapsed().as_micros_ceil() as u64;
+        let mut total = Stats::new();
+        let mut out = KVec::with_capacity(self.peers.len(), GFP_KERNEL)?;
+        for (p, s) in sh.per_peer.iter().enumerate() {
+            total.merge(s);
+            out.push((self.peers[p], s.clone(), sh.first_error[p]), GFP_KERNEL)?;
+        }
+        Ok(Report {
+            t: self.t,
+            usecs,
+            workers: started,
+            total,
+            peers: out,
+        })
     }
-    let usecs = run.start.elapsed().as_micros_ceil() as u64;
-    let mut total = Stats::new();
-    let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
-    for (p, s) in sh.per_peer.iter().enumerate() {
-        total.merge(s);
-        out.push((run.peers[p], s.clone(), sh.first_error[p]), GFP_KERNEL)?;
-    }
-    Ok(Report {
-        t: *t,
-        usecs,
-        workers: started,
-        total,
-        peers: out,
-    })
 }

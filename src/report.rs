@@ -10,6 +10,9 @@
 //!   `Documentation/transport.rst`); the write fails with the command's error. Reading
 //!   shows the result of the last command.
 //! - `conns`: the interfaces and their connections.
+//! - `console`: write a console command (`join`, `start`, `query`, ... to nodes, see
+//!   `Documentation/selftest.rst`); the write returns when every node answered or its
+//!   timeout passed. Reading shows one line per node.
 //! - `lst`: write a selftest command (`ping`, `brw read|write`, see
 //!   `Documentation/selftest.rst`); the write returns when the test is over and fails if
 //!   any transfer failed or was corrupt. Reading shows the result lines of the last test.
@@ -31,12 +34,16 @@ use kernel::{
 };
 
 use crate::{
+    ask,
     command,
     conn_state::State,
+    console::Console,
+    console_cmd::ConsoleCmd,
     device::Devices,
     lst,
     negotiate::Reason,
     params::Params,
+    show::Show,
     transport::{
         ConnSnap,
         Iface,
@@ -207,6 +214,7 @@ fn read_command<'a, T>(
 pub(crate) struct CtlFile {
     devices: Arc<Devices>,
     ifaces: Arc<Ifaces>,
+    console: Arc<Console>,
     params: Params,
     #[pin]
     last: Mutex<Option<CString>>,
@@ -251,7 +259,8 @@ impl CtlFile {
                 if self.ifaces.del(ip, Some(t.port)).is_ok() {
                     pr_info!("{}: retuning interface {}\n", dev, addr);
                 }
-                let r = Iface::new(res, addr, t, p.timeout.saturating_mul(1000))
+                let control = self.ifaces.control();
+                let r = Iface::new(res, addr, t, p.timeout.saturating_mul(1000), control)
                     .and_then(|i| self.ifaces.add(i));
                 let text = match &r {
                     Ok(()) => CString::try_from_fmt(fmt!("ok")),
@@ -403,6 +412,21 @@ impl CtlFile {
                     CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
                 (r, text)
             }
+            command::Ctl::Console { allow: None, .. } => (
+                Ok(()),
+                CString::try_from_fmt(fmt!("{}", Show(self.console.listing()))),
+            ),
+            command::Ctl::Console {
+                allow: Some(allow),
+                ip,
+            } => {
+                let r = self.console.allow(ip, allow);
+                let text = match &r {
+                    Ok(_) => CString::try_from_fmt(fmt!("{}", Show(self.console.listing()))),
+                    Err(_) => CString::try_from_fmt(fmt!("error too many consoles allowed")),
+                };
+                (r.map(|_| ()), text)
+            }
             command::Ctl::Close { local, peer } => {
                 let r = self.ifaces.find(local).ok_or(ENOENT).and_then(|i| {
                     let port = i.addr().port;
@@ -451,6 +475,37 @@ impl LstFile {
     }
 }
 
+/// State behind the `console` file.
+#[pin_data]
+pub(crate) struct ConsoleFile {
+    ifaces: Arc<Ifaces>,
+    /// The answers of the last command; held while one is asked, so commands go one at a
+    /// time.
+    #[pin]
+    last: Mutex<Option<Result<ask::Answers, Error>>>,
+}
+
+impl ConsoleFile {
+    fn run(&self, reader: &mut UserSliceReader) -> Result {
+        let mut buf = [0u8; 640];
+        let cmd = read_command("console", reader, &mut buf, ConsoleCmd::parse)?;
+        let mut last = self.last.lock();
+        self.ifaces.reap();
+        let r = ask::ask(&self.ifaces, &cmd);
+        let status = r.as_ref().map(|_| ()).map_err(|e| *e);
+        *last = Some(r);
+        status
+    }
+
+    fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &*self.last.lock() {
+            Some(Ok(a)) => a.write(f),
+            Some(Err(e)) => writeln!(f, "error={}", e.to_errno()),
+            None => writeln!(f, "none"),
+        }
+    }
+}
+
 /// The debugfs directory and its files; removed when dropped.
 pub(crate) struct Report {
     _params: Pin<KBox<File<Params>>>,
@@ -459,12 +514,18 @@ pub(crate) struct Report {
     _ctl: Pin<KBox<File<CtlFile>>>,
     _conns: Pin<KBox<File<Arc<Ifaces>>>>,
     _lst: Pin<KBox<File<LstFile>>>,
+    _console: Pin<KBox<File<ConsoleFile>>>,
     _dir: Dir,
 }
 
 impl Report {
     /// Creates `/sys/kernel/debug/fastreg/` and its files.
-    pub(crate) fn new(params: Params, devices: Arc<Devices>, ifaces: Arc<Ifaces>) -> Result<Self> {
+    pub(crate) fn new(
+        params: Params,
+        devices: Arc<Devices>,
+        ifaces: Arc<Ifaces>,
+        console: Arc<Console>,
+    ) -> Result<Self> {
         let dir = Dir::new(c"fastreg");
         let p = KBox::pin_init(
             dir.read_callback_file(c"params", params, &|p: &Params, f| {
@@ -531,6 +592,7 @@ impl Report {
                 pin_init!(CtlFile {
                     devices,
                     ifaces: ctl_ifaces,
+                    console,
                     params,
                     last <- new_mutex!(None, "fastreg::CtlFile::last"),
                 }),
@@ -543,6 +605,7 @@ impl Report {
             GFP_KERNEL,
         )?;
         let lst_ifaces = ifaces.clone();
+        let console_ifaces = ifaces.clone();
         let conns = KBox::pin_init(
             dir.read_callback_file(c"conns", ifaces, &|i: &Arc<Ifaces>, f| write_conns(i, f)),
             GFP_KERNEL,
@@ -560,7 +623,20 @@ impl Report {
             ),
             GFP_KERNEL,
         )?;
+        let console = KBox::pin_init(
+            dir.read_write_callback_file(
+                c"console",
+                pin_init!(ConsoleFile {
+                    ifaces: console_ifaces,
+                    last <- new_mutex!(None, "fastreg::ConsoleFile::last"),
+                }),
+                &|c: &ConsoleFile, f| c.show(f),
+                &|c: &ConsoleFile, r: &mut UserSliceReader| c.run(r),
+            ),
+            GFP_KERNEL,
+        )?;
         Ok(Self {
+            _console: console,
             _params: p,
             _devices: d,
             _pools: pools,

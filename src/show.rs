@@ -11,3 +11,20 @@ impl<T: core::fmt::Display> kernel::fmt::Display for Show<T> {
         core::fmt::Display::fmt(&self.0, f)
     }
 }
+
+/// An IPv4 address, dotted, in log lines and files.
+#[derive(Clone, Copy)]
+pub(crate) struct Ip(pub(crate) [u8; 4]);
+
+impl core::fmt::Display for Ip {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let [a, b, c, d] = self.0;
+        write!(f, "{a}.{b}.{c}.{d}")
+    }
+}
+
+impl kernel::fmt::Display for Ip {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(self, f)
+    }
+}

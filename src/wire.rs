@@ -19,6 +19,8 @@ pub(crate) const CONN_MAGIC: u32 = 0x4347_5246;
 pub(crate) const VERSION: u16 = 2;
 /// Size of the message header.
 pub(crate) const HDR_LEN: usize = 32;
+/// Most bytes of a control payload: it fits in the smallest message ([`MIN_MSG`]).
+pub(crate) const MAX_CONTROL: usize = 192;
 /// Size of one registration descriptor.
 pub(crate) const REG_LEN: usize = 16;
 /// Smallest message size a connection may negotiate.
@@ -78,6 +80,10 @@ pub(crate) enum Type {
     GetInline = 0xda,
     /// The data of a [`Type::GetInline`] (or why there is none).
     GetData = 0xdb,
+    /// A console's request to the node (`crate::control`'s payload).
+    Control = 0xdc,
+    /// The node's answer to a [`Type::Control`].
+    ControlReply = 0xdd,
 }
 
 impl Type {
@@ -96,6 +102,8 @@ impl Type {
             0xd9 => Type::PutInline,
             0xda => Type::GetInline,
             0xdb => Type::GetData,
+            0xdc => Type::Control,
+            0xdd => Type::ControlReply,
             _ => return None,
         })
     }
@@ -321,6 +329,16 @@ pub(crate) enum Body<'a> {
         /// Payload.
         payload: &'a [u8],
     },
+    /// [`Type::Control`] or [`Type::ControlReply`]: the cookie of the console's record
+    /// and the payload (1 to [`MAX_CONTROL`] bytes, decoded by `crate::control`).
+    Control {
+        /// Which of the two.
+        reply: bool,
+        /// The console's cookie, echoed in the reply.
+        cookie: u64,
+        /// Payload.
+        payload: &'a [u8],
+    },
     /// [`Type::PutReq`].
     PutReq {
         /// The source's cookie.
@@ -431,6 +449,8 @@ impl Msg<'_> {
         match self.body {
             Body::Noop => Type::Noop,
             Body::Immediate { .. } => Type::Immediate,
+            Body::Control { reply: false, .. } => Type::Control,
+            Body::Control { reply: true, .. } => Type::ControlReply,
             Body::PutReq { .. } => Type::PutReq,
             Body::PutNak { .. } => Type::PutNak,
             Body::PutAck { .. } => Type::PutAck,
@@ -568,7 +588,7 @@ pub(crate) fn checksum(msg: &[u8]) -> u32 {
 const fn fixed_body(t: Type) -> usize {
     match t {
         Type::Noop => 0,
-        Type::Immediate => 8,
+        Type::Immediate | Type::Control | Type::ControlReply => 8,
         Type::PutReq => 24,
         Type::PutNak | Type::PutResult => 16,
         Type::PutAck => 24,
@@ -613,7 +633,7 @@ pub(crate) fn encode_with(
 ) -> Option<usize> {
     let t = msg.kind();
     let (extra, regs): (usize, Option<&Regs>) = match &msg.body {
-        Body::Immediate { payload, .. } => (payload.len(), None),
+        Body::Immediate { payload, .. } | Body::Control { payload, .. } => (payload.len(), None),
         Body::PutAck { regs, .. } | Body::GetReq { regs, .. } => (regs.n * REG_LEN, Some(regs)),
         Body::PutInline { len, .. } | Body::GetData { len, .. } => (*len as usize, None),
         _ => (0, None),
@@ -634,7 +654,10 @@ pub(crate) fn encode_with(
     let b = HDR_LEN;
     match msg.body {
         Body::Noop => {}
-        Body::Immediate { cookie, payload } => {
+        Body::Immediate { cookie, payload }
+        | Body::Control {
+            cookie, payload, ..
+        } => {
             put(out, b, &cookie.to_le_bytes());
             put(out, b + 8, payload);
         }
@@ -835,6 +858,17 @@ pub(crate) fn decode<'a>(buf: &'a [u8], lim: &Limits) -> Result<Msg<'a>, WireErr
             cookie,
             payload: &buf[b + fixed..len],
         },
+        Type::Control | Type::ControlReply => {
+            let payload = &buf[b + fixed..len];
+            if payload.is_empty() || payload.len() > MAX_CONTROL {
+                return Err(WireError::Length);
+            }
+            Body::Control {
+                reply: t == Type::ControlReply,
+                cookie,
+                payload,
+            }
+        }
         Type::PutReq => {
             exact(0)?;
             let (seed, check) = seed_check()?;

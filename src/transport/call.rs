@@ -36,6 +36,7 @@ impl Conn {
             region,
             result: Err(e),
             usecs: 0,
+            reply: None,
         };
         let w = match Arc::pin_init(
             pin_init!(Waiting {

@@ -46,6 +46,7 @@ impl Pending {
             region: self.region,
             result: Err(e),
             usecs: self.start.elapsed().as_micros_ceil() as u64,
+            reply: None,
         };
         self.client.done(&self.client, self.token, o);
     }

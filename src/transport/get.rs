@@ -133,11 +133,25 @@ impl Conn {
 
     /// Sends the request of ping record `i`.
     pub(super) fn send_ping(&self, st: &mut ConnState, i: usize) -> Result {
-        let ping = Body::Immediate {
-            cookie: st.xfers[i].cookie,
-            payload: b"ping",
-        };
-        self.send_locked(st, ping, false)
+        let x = &st.xfers[i];
+        let cookie = x.cookie;
+        match x.ctl {
+            Some(p) => {
+                let req = Body::Control {
+                    reply: false,
+                    cookie,
+                    payload: p.as_slice(),
+                };
+                self.send_locked(st, req, false)
+            }
+            None => {
+                let ping = Body::Immediate {
+                    cookie,
+                    payload: b"ping",
+                };
+                self.send_locked(st, ping, false)
+            }
+        }
     }
 
     /// The pong of ping record `cookie`.
@@ -147,7 +161,7 @@ impl Conn {
         cookie: u64,
     ) -> core::result::Result<(), &'static str> {
         let i = Self::find(st, cookie).ok_or("answer for an unknown transfer")?;
-        if st.xfers[i].t.kind() != Kind::Ping {
+        if st.xfers[i].t.kind() != Kind::Ping || st.xfers[i].ctl.is_some() {
             return Err("answer of another kind of transfer");
         }
         self.apply(st, i, XEvent::Answered { inv_all: false });

@@ -47,6 +47,7 @@ impl Iface {
         addr: SockAddr,
         tun: Tunables,
         timeout_ms: u32,
+        control: Arc<dyn Control>,
     ) -> Result<Arc<Self>> {
         let stamp = res.new_stamp();
         let geo = match tun.mr_pages {
@@ -75,6 +76,8 @@ impl Iface {
                 fuzzing: Atomic::new(false),
                 fuzz <- new_mutex!(None, "fastreg::Iface::fuzz"),
                 closed_by <- new_mutex!(Tally::new(), "fastreg::Iface::closed_by"),
+                control,
+                moved: Moved::new(),
                 st <- new_mutex!(IfaceState {
                     listener: None,
                     conns: KVec::new(),

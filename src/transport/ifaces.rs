@@ -37,14 +37,22 @@ pub(super) fn snapshot<T>(list: &[Arc<T>]) -> KVec<Arc<T>> {
 pub(crate) struct Ifaces {
     #[pin]
     pub(super) list: Mutex<KVec<Arc<Iface>>>,
+    /// Who answers consoles' requests to any of them.
+    control: Arc<dyn Control>,
 }
 
 impl Ifaces {
-    /// No interface.
-    pub(crate) fn new() -> impl PinInit<Self> {
+    /// No interface; consoles' requests will go to `control`.
+    pub(crate) fn new(control: Arc<dyn Control>) -> impl PinInit<Self> {
         pin_init!(Self {
             list <- new_mutex!(KVec::new(), "fastreg::Ifaces::list"),
+            control,
         })
+    }
+
+    /// Who answers consoles' requests (for the interfaces made).
+    pub(crate) fn control(&self) -> Arc<dyn Control> {
+        self.control.clone()
     }
 
     /// Adds an interface; refuses a second one on the same address and port.
@@ -62,6 +70,7 @@ impl Ifaces {
     /// Periodic work: tears down closed connections and runs every connection's checks.
     pub(crate) fn tick(&self, keepalive: u32, timeout_ms: u32) {
         self.reap();
+        self.control.tick();
         // The copies are taken in `let` statements so no lock is held while working.
         let ifaces = snapshot(&self.list.lock());
         for i in ifaces.iter() {

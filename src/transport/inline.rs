@@ -82,10 +82,12 @@ impl Conn {
         st: &mut ConnState,
         cookie: u64,
         mismatch: Option<usize>,
+        len: u64,
     ) -> core::result::Result<(), &'static str> {
         let status = self.put_verdict(st, mismatch);
         self.peer_request(st, Owed::Result(cookie, status))?;
         st.stats.served += 1;
+        self.iface.count_moved(true, len);
         st.stats.inline += 1;
         Ok(())
     }
@@ -114,6 +116,7 @@ impl Conn {
             Ok(())
         })?;
         st.stats.served += 1;
+        self.iface.count_moved(false, size);
         st.stats.inline += 1;
         Ok(())
     }

@@ -27,10 +27,11 @@
 //! connection), [`put`] and [`get`] (the steps of the transfers this side starts),
 //! [`serve`] (the transfers it serves for a peer),
 //! [`inline`] (small transfers carried in the messages, both sides),
-//! [`hooks`] (test hooks), [`fuzzing`] (the fuzzing peer), [`show`] (debugfs output) and [`ifaces`] (the node's interfaces).
+//! [`hooks`] (test hooks), [`control`] (consoles' requests, the data moved), [`fuzzing`] (the fuzzing peer), [`show`] (debugfs output) and [`ifaces`] (the node's interfaces).
 
 mod call;
 mod cm_handler;
+mod control;
 mod dial;
 mod fuzzing;
 mod get;
@@ -47,6 +48,10 @@ mod serve;
 mod show;
 mod xfer;
 
+pub(crate) use control::{
+    Control,
+    Moved, //
+};
 pub(crate) use ifaces::{
     Ifaces,
     NetTick, //
@@ -274,6 +279,10 @@ pub(crate) struct Iface {
     /// Its connections that went down, by the first reason given (a leaf lock).
     #[pin]
     closed_by: Mutex<Tally>,
+    /// Who answers consoles' requests ([`control`]).
+    control: Arc<dyn Control>,
+    /// The data it moved.
+    moved: Moved,
     #[pin]
     st: Mutex<IfaceState>,
     /// When it was created (the clock of its dials).
@@ -428,6 +437,8 @@ enum Room {
 enum Owed {
     /// The answer to a ping.
     Pong(u64),
+    /// The answer to a console's request.
+    ControlReply(u64, crate::control::Payload),
     /// The verdict on a PUT's data.
     Result(u64, i32),
     /// A PUT to serve as the sink.
@@ -498,6 +509,8 @@ struct Xfer {
     record: bool,
     /// Its last try to take MRs found none (it is in the pool's line).
     waits_mrs: bool,
+    /// A console's request (a round trip, [`Kind::Ping`]): the request, then the answer.
+    ctl: Option<crate::control::Payload>,
 }
 
 /// How the sink of a PUT checks its data, and whom it tells.

@@ -3,6 +3,7 @@
 //! Receiving messages: classification, credits, dispatch; receive completions.
 
 use super::*;
+use crate::control::Payload;
 
 impl Conn {
     /// Handles a received message of `len` bytes in `slot` (`inv`: the rkey the peer
@@ -22,6 +23,9 @@ impl Conn {
             Nothing,
             Pong(u64),
             PongSeen(u64),
+            /// A console's request, and the answer to one of this side's.
+            Control(u64, Payload),
+            ControlSeen(u64, Payload),
             Serve(Owed),
             PutAck(u64, u64, Regs),
             Verdict(u64, i32),
@@ -30,7 +34,7 @@ impl Conn {
             GetDone(u64, i32),
             /// An inline PUT served: its cookie, and where its data differs (checked in
             /// the receive buffer, which is reposted below).
-            PutInline(u64, Option<usize>),
+            PutInline(u64, Option<usize>, u64),
             /// The answer to an inline GET: its cookie and the bytes of its data, copied
             /// out of the buffer only once the whole message passed every check.
             GetData(u64, u32),
@@ -47,6 +51,19 @@ impl Conn {
                         Todo::PongSeen(cookie)
                     }
                     Body::Immediate { .. } => Todo::Nothing,
+                    // Within MAX_CONTROL (checked by the decoder) as the payload is.
+                    Body::Control {
+                        reply,
+                        cookie,
+                        payload,
+                    } => {
+                        let p = Payload::from_slice(payload).unwrap_or(Payload::new());
+                        if reply {
+                            Todo::ControlSeen(cookie, p)
+                        } else {
+                            Todo::Control(cookie, p)
+                        }
+                    }
                     Body::PutReq {
                         cookie,
                         size,
@@ -101,7 +118,8 @@ impl Conn {
                     } => {
                         let data = wire::payload(b, &m);
                         let flip = iface.take_corrupt(data.len());
-                        Todo::PutInline(cookie, region::verify_bytes(data, seed, check, flip))
+                        let found = region::verify_bytes(data, seed, check, flip);
+                        Todo::PutInline(cookie, found, data.len() as u64)
                     }
                     Body::GetInline {
                         cookie,
@@ -174,6 +192,8 @@ impl Conn {
             Todo::Nothing => Ok(()),
             Todo::Pong(cookie) => self.peer_request(&mut st, Owed::Pong(cookie)),
             Todo::PongSeen(cookie) => self.pong(&mut st, cookie),
+            Todo::Control(cookie, p) => self.control_request(&mut st, cookie, &p),
+            Todo::ControlSeen(cookie, p) => self.control_answered(&mut st, cookie, &p),
             Todo::Serve(o) => self.peer_request(&mut st, o),
             Todo::Verdict(cookie, status) => self.put_verdict_in(&mut st, cookie, status),
             Todo::PutAck(cookie, sink_cookie, regs) => {
@@ -189,7 +209,9 @@ impl Conn {
             },
             Todo::GetDone(cookie, status) => self.get_done(&mut st, cookie, status, inv),
             Todo::PutDone(sink_cookie, status) => self.sink_done(&mut st, sink_cookie, status, inv),
-            Todo::PutInline(cookie, mismatch) => self.serve_put_inline(&mut st, cookie, mismatch),
+            Todo::PutInline(cookie, mismatch, len) => {
+                self.serve_put_inline(&mut st, cookie, mismatch, len)
+            }
             Todo::GetData(cookie, n) => slot.value().buf.with(|b| {
                 // Where the decoder found it: `n` bytes after the fixed body, within the
                 // message (checked then); `get` keeps a short buffer from panicking.

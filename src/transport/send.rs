@@ -186,6 +186,15 @@ impl Conn {
                     },
                     false,
                 ),
+                Owed::ControlReply(cookie, p) => self.send_locked(
+                    st,
+                    Body::Control {
+                        reply: true,
+                        cookie,
+                        payload: p.as_slice(),
+                    },
+                    false,
+                ),
                 Owed::Result(cookie, status) => {
                     self.send_locked(st, Body::PutResult { cookie, status }, false)
                 }
@@ -296,6 +305,9 @@ impl Conn {
             Finishing::ServedGet(region, inv) => {
                 settle(inv);
                 st.stats.served += u64::from(ok);
+                if ok {
+                    self.iface.count_moved(false, region.buffer().len() as u64);
+                }
                 self.iface.recycle(region);
             }
             Finishing::ServedPut(region, inv, how) => {

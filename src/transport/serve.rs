@@ -264,6 +264,7 @@ impl Conn {
     /// the source the verdict if it asked for a check.
     pub(super) fn check_sink(&self, st: &mut ConnState, region: &Region, how: SinkCheck) -> Result {
         st.stats.served += 1;
+        self.iface.count_moved(true, region.buffer().len() as u64);
         self.iface.corrupt_hook(region)?;
         let status = match region::verify(region, how.seed, how.check) {
             Ok(found) => self.put_verdict(st, found),

@@ -32,6 +32,8 @@ pub(crate) enum Request {
         /// What is checked.
         check: Check,
     },
+    /// A console's request (`crate::control`), answered in [`Outcome::reply`].
+    Control(crate::control::Payload),
 }
 
 /// The outcome of an operation, given to its client.
@@ -44,6 +46,8 @@ pub(crate) struct Outcome {
     pub(crate) result: Result,
     /// Microseconds from the submission to the end.
     pub(crate) usecs: u64,
+    /// A console's request: the node's answer, when it came.
+    pub(crate) reply: Option<crate::control::Payload>,
 }
 
 /// Who is told of the outcome of the transfers it submits.
@@ -106,12 +110,12 @@ impl Conn {
         record: bool,
     ) -> core::result::Result<(), (Error, Option<Region>)> {
         let (seed, check) = match req {
-            Request::Ping => (0, Check::None),
+            Request::Ping | Request::Control(_) => (0, Check::None),
             Request::Put { seed, check } | Request::Get { seed, check } => (seed, check),
         };
         let len = region.as_ref().map_or(0, |r| r.buffer().len());
         let nmrs = region.as_ref().map_or(0, |r| r.nmrs() as usize);
-        if !matches!(req, Request::Ping) && region.is_none() {
+        if !matches!(req, Request::Ping | Request::Control(_)) && region.is_none() {
             return Err((EINVAL, region));
         }
         if let (Request::Put { .. }, Some(r)) = (req, &region) {
@@ -128,7 +132,7 @@ impl Conn {
             .params
             .is_some_and(|p| len > 0 && len <= usize::from(p.max_inline));
         let kind = match (req, inline) {
-            (Request::Ping, _) => Kind::Ping,
+            (Request::Ping | Request::Control(_), _) => Kind::Ping,
             (Request::Put { .. }, true) => Kind::PutInline,
             (Request::Put { .. }, false) => Kind::Put,
             (Request::Get { .. }, true) => Kind::GetInline,
@@ -189,6 +193,10 @@ impl Conn {
                 token,
                 record,
                 waits_mrs: false,
+                ctl: match req {
+                    Request::Control(p) => Some(p),
+                    _ => None,
+                },
             },
             GFP_NOWAIT,
         );
@@ -467,10 +475,18 @@ impl Conn {
                 result = self.check_get(region, x.seed, x.check);
             }
         }
+        if result.is_ok() {
+            match x.t.kind() {
+                Kind::Put | Kind::PutInline => self.iface.count_moved(false, x.size),
+                Kind::Get | Kind::GetInline => self.iface.count_moved(true, x.size),
+                Kind::Ping => {}
+            }
+        }
         let o = Outcome {
             region: x.region.take(),
             result,
             usecs: x.start.elapsed().as_micros_ceil() as u64,
+            reply: x.ctl.take().filter(|_| result.is_ok()),
         };
         let (client, token) = (x.client.clone(), x.token);
         drop(x);

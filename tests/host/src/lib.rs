@@ -14,6 +14,10 @@ pub(crate) mod budget;
 pub(crate) mod command;
 #[path = "../../../src/conn_state.rs"]
 pub(crate) mod conn_state;
+#[path = "../../../src/console_cmd.rs"]
+pub(crate) mod console_cmd;
+#[path = "../../../src/control.rs"]
+pub(crate) mod control;
 #[path = "../../../src/credits.rs"]
 pub(crate) mod credits;
 #[path = "../../../src/dial_state.rs"]
@@ -30,6 +34,8 @@ pub(crate) mod mr_state;
 pub(crate) mod negotiate;
 #[path = "../../../src/params.rs"]
 pub(crate) mod params;
+#[path = "../../../src/session.rs"]
+pub(crate) mod session;
 #[path = "../../../src/stats.rs"]
 pub(crate) mod stats;
 #[path = "../../../src/tally.rs"]
@@ -45,6 +51,8 @@ mod budget_tests;
 mod command_tests;
 #[cfg(test)]
 mod conn_state_tests;
+#[cfg(test)]
+mod control_tests;
 #[cfg(test)]
 mod credits_tests;
 #[cfg(test)]

@@ -74,6 +74,24 @@ fn golden_vectors() {
         "d1",
     );
     golden(
+        &msg(Body::Control {
+            reply: false,
+            cookie: 5,
+            payload: &[5, 0, 0, 0],
+        }),
+        "050000000000000005000000",
+        "dc",
+    );
+    golden(
+        &msg(Body::Control {
+            reply: true,
+            cookie: 5,
+            payload: &[1; 3],
+        }),
+        "0500000000000000010101",
+        "dd",
+    );
+    golden(
         &msg(Body::PutReq {
             cookie: 7,
             size: 0x10_0000,
@@ -854,5 +872,31 @@ proptest! {
         let m = decode(&out[..n], &lim()).unwrap();
         prop_assert_eq!(m, d);
         prop_assert_eq!(payload(&out[..n], &m), &data[..]);
+    }
+}
+
+#[test]
+fn control_payload_bounds() {
+    let mut out = [0u8; 4096];
+    for (n, ok) in [
+        (0, false),
+        (1, true),
+        (MAX_CONTROL, true),
+        (MAX_CONTROL + 1, false),
+    ] {
+        let payload = vec![7u8; n];
+        let m = msg(Body::Control {
+            reply: false,
+            cookie: 1,
+            payload: &payload,
+        });
+        let len = encode(&m, &mut out, false).unwrap();
+        let d = decode(&out[..len], &lim());
+        assert_eq!(d.is_ok(), ok, "{n} bytes");
+        if ok {
+            assert_eq!(d.unwrap(), m);
+        } else {
+            assert_eq!(d, Err(WireError::Length));
+        }
     }
 }

@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The selftest console, a node's side: it answers consoles' control requests
+//! ([`crate::control`]) under the trust model of [`crate::session`], and runs the test a
+//! console started, from the interface the request came to, as `fastreg-lst` runs a local
+//! one ([`crate::lst`]).
+//!
+//! The transport hands each request up through [`Control`], with a connection's lock
+//! held: answering takes only this object's lock and a run's counters; a test is started
+//! by a work item on the module's workqueue, which then waits for the run to end (it
+//! restarts the slots whose transfer failed). A run ends by itself, or when a STOP, a
+//! LEAVE, a console denied or a lease that ran out stops it, or when its interface goes.
+//! Only what the run counted stays, for the next query.
+
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{
+        Arc,
+        Mutex, //
+    },
+    time::{
+        Instant,
+        Monotonic, //
+    },
+};
+
+use crate::{
+    command::Lst,
+    control::{
+        self,
+        Counters,
+        Op,
+        Payload,
+        Reply,
+        Request,
+        RunState,
+        Start, //
+    },
+    lst::{
+        self,
+        Run, //
+    },
+    session::{
+        Admitted,
+        Node,
+        Session, //
+    },
+    show::Ip,
+    transport::{
+        Control,
+        Iface, //
+    },
+    verbs,
+};
+
+/// What a node's console side holds.
+struct State {
+    /// The consoles allowed and the session.
+    node: Node,
+    /// The test since it was accepted, while it runs.
+    run: Option<Arc<Run>>,
+    /// Where the last test stands.
+    state: RunState,
+    /// A STOP came while the test was being set up.
+    stop_asked: bool,
+    /// What the last test counted, once it ended (or why it could not start).
+    last: Counters,
+    /// Tests accepted so far: a work item acts only on its own.
+    generation: u64,
+}
+
+/// A node's console side, shared with the work items of its tests.
+#[pin_data]
+struct Inner {
+    #[pin]
+    st: Mutex<State>,
+    /// The clock of leases.
+    born: Instant<Monotonic>,
+    /// The transfer timeout of tests.
+    timeout_ms: u32,
+}
+
+/// A node's console side: the [`Control`] of its interfaces.
+pub(crate) struct Console {
+    inner: Arc<Inner>,
+}
+
+impl Console {
+    /// No console allowed, no session.
+    pub(crate) fn new(timeout_ms: u32) -> Result<Arc<Self>> {
+        let inner = Arc::pin_init(
+            pin_init!(Inner {
+                st <- new_mutex!(
+                    State {
+                        node: Node::default(),
+                        run: None,
+                        state: RunState::None,
+                        stop_asked: false,
+                        last: Counters::default(),
+                        generation: 0,
+                    },
+                    "fastreg::console::State"
+                ),
+                born: Instant::now(),
+                timeout_ms,
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Arc::new(Self { inner }, GFP_KERNEL)?)
+    }
+
+    /// Allows (`true`) or denies console `ip`; `Err` when the list is full. Denying the
+    /// console of the session ends it, and its test stops.
+    pub(crate) fn allow(&self, ip: [u8; 4], allow: bool) -> Result<bool> {
+        let mut st = self.inner.st.lock();
+        if allow {
+            let new = st.node.allow.add(ip).map_err(|()| ENOSPC)?;
+            pr_info!("console: {} allowed\n", Ip(ip));
+            return Ok(new);
+        }
+        let (was, ended) = st.node.deny(ip);
+        if let Some(s) = ended {
+            pr_info!(
+                "console: {} denied: its session {:#x} ends, the test stops\n",
+                Ip(ip),
+                s.id
+            );
+            Inner::stop_locked(&mut st);
+        } else if was {
+            pr_info!("console: {} denied\n", Ip(ip));
+        }
+        Ok(was)
+    }
+
+    /// The listing of `console list`: the consoles allowed, the session, the test.
+    pub(crate) fn listing(&self) -> Listing<'_> {
+        Listing(self)
+    }
+
+    fn write_listing(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let now = self.inner.now_ms();
+        let st = self.inner.st.lock();
+        f.write_str("allowed")?;
+        if st.node.allow.list().is_empty() {
+            f.write_str(" none")?;
+        }
+        for a in st.node.allow.list() {
+            write!(f, " {}", Ip(*a))?;
+        }
+        match st.node.session.filter(|s| s.left_ms(now) > 0) {
+            Some(s) => write!(
+                f,
+                "; session {:#x} of {} lease_left_ms={}",
+                s.id,
+                Ip(s.console),
+                s.left_ms(now)
+            )?,
+            None => f.write_str("; session none")?,
+        }
+        write!(f, "; test {}", st.state.name())
+    }
+}
+
+/// A console side's listing (`console list`), for formatting.
+pub(crate) struct Listing<'a>(&'a Console);
+
+impl core::fmt::Display for Listing<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.0.write_listing(f)
+    }
+}
+
+impl Inner {
+    /// Milliseconds since the module was loaded.
+    fn now_ms(&self) -> u64 {
+        self.born.elapsed().as_millis().max(0) as u64
+    }
+
+    /// Stops the test, if one runs or is being set up.
+    fn stop_locked(st: &mut State) {
+        match &st.run {
+            Some(run) => run.stop(),
+            None if st.state == RunState::Starting => st.stop_asked = true,
+            None => {}
+        }
+    }
+
+    /// Ends a session whose lease ran out; its test stops.
+    fn expire_locked(&self, st: &mut State, now: u64) {
+        if let Some(s) = st.node.expire(now) {
+            pr_warn!(
+                "console: session {:#x} of {} expired (silent for {} ms): the test stops\n",
+                s.id,
+                Ip(s.console),
+                now.saturating_sub(s.heard_ms)
+            );
+            Self::stop_locked(st);
+        }
+    }
+
+    /// The counters a reply carries: the running test's, or the last one's; and what
+    /// `iface` moved.
+    fn counters(st: &State, iface: &Iface, now_us: u64) -> Counters {
+        let mut c = match &st.run {
+            Some(run) => {
+                let p = run.progress();
+                Counters {
+                    ops: p.ops,
+                    bytes: p.bytes,
+                    errors: p.errors.map(|e| u32::try_from(e).unwrap_or(u32::MAX)),
+                    corrupt: p.corrupt,
+                    usecs: p.usecs,
+                    first_error: p.first_error,
+                    ..Counters::default()
+                }
+            }
+            None => st.last,
+        };
+        let [rx_ops, rx_bytes, tx_ops, tx_bytes] = iface.moved();
+        c.now_us = now_us;
+        c.rx_ops = rx_ops;
+        c.rx_bytes = rx_bytes;
+        c.tx_ops = tx_ops;
+        c.tx_bytes = tx_bytes;
+        c
+    }
+
+    /// The work item of a test.
+    fn run(&self, iface: Arc<Iface>, s: Start, generation: u64) {
+        let t = Lst::of_start(&s);
+        let run = match lst::start(iface, s.peers(), &t, self.timeout_ms) {
+            Ok(run) => run,
+            Err(e) => {
+                pr_err!("console: the test could not start: {:?}\n", e);
+                let mut st = self.st.lock();
+                if st.generation == generation {
+                    st.state = RunState::Failed;
+                    st.last = Counters {
+                        first_error: e.to_errno(),
+                        ..Counters::default()
+                    };
+                }
+                return;
+            }
+        };
+        {
+            let mut st = self.st.lock();
+            if st.generation != generation || st.stop_asked {
+                run.stop();
+            }
+            if st.generation == generation {
+                st.run = Some(run.clone());
+                st.state = RunState::Running;
+            }
+        }
+        let _ = run.wait(false);
+        let p = run.progress();
+        // Asked before the lock: whether the interface closed takes the interface's lock,
+        // which is taken before this one on the request path.
+        let stopped = run.stopped();
+        let mut st = self.st.lock();
+        if st.generation != generation {
+            return;
+        }
+        st.last = Counters {
+            ops: p.ops,
+            bytes: p.bytes,
+            errors: p.errors.map(|e| u32::try_from(e).unwrap_or(u32::MAX)),
+            corrupt: p.corrupt,
+            usecs: p.usecs,
+            first_error: p.first_error,
+            ..Counters::default()
+        };
+        st.state = if stopped {
+            RunState::Stopped
+        } else {
+            RunState::Done
+        };
+        st.run = None;
+        pr_info!(
+            "console: test over ({}): {} transfers, {} failed, {} corrupt\n",
+            st.state.name(),
+            p.ops,
+            p.errors.iter().sum::<u64>(),
+            p.corrupt
+        );
+    }
+}
+
+impl Console {
+    /// Starts test `s` from `iface` (a work item): the run is set up, then waited for.
+    fn start(&self, iface: Arc<Iface>, s: Start, generation: u64) -> Result {
+        let me = self.inner.clone();
+        let q = verbs::module_wq().ok_or(ENODEV)?;
+        q.try_spawn(GFP_KERNEL, move || me.run(iface, s, generation))
+            .map(|_| ())
+            .map_err(|_| ENOMEM)
+    }
+
+    /// Answers request `req` of console `from` to `iface`.
+    fn answer(&self, iface: &Arc<Iface>, from: [u8; 4], req: &Request) -> Reply {
+        let now = self.inner.now_ms();
+        let mut st = self.inner.st.lock();
+        self.inner.expire_locked(&mut st, now);
+        let status = match st.node.admit(now, from, req) {
+            Err(e) => {
+                if e == control::EPERM {
+                    pr_warn!(
+                        "console: refused {}: not an allowed console (console allow {} \
+                         would allow it)\n",
+                        Ip(from),
+                        Ip(from)
+                    );
+                }
+                e
+            }
+            Ok(Admitted::Nothing) => 0,
+            Ok(Admitted::Stop) => {
+                Inner::stop_locked(&mut st);
+                if req.op == Op::Leave {
+                    pr_info!("console: {} left session {:#x}\n", Ip(from), req.session);
+                }
+                0
+            }
+            Ok(Admitted::Start(s)) => {
+                if st.run.is_some() || st.state == RunState::Starting {
+                    control::EALREADY
+                } else {
+                    st.generation += 1;
+                    let g = st.generation;
+                    match self.start(iface.clone(), s, g) {
+                        Ok(()) => {
+                            st.state = RunState::Starting;
+                            st.stop_asked = false;
+                            st.last = Counters::default();
+                            0
+                        }
+                        Err(_) => control::ENOMEM,
+                    }
+                }
+            }
+        };
+        if req.op == Op::Join && status == 0 {
+            pr_info!(
+                "console: {} holds this node (session {:#x}, lease {} ms)\n",
+                Ip(from),
+                req.session,
+                req.lease_ms
+            );
+        }
+        let held: Option<Session> = st.node.session;
+        Reply {
+            op: req.op,
+            status,
+            session: held.map_or(0, |s| s.id),
+            holder: held.map_or([0; 4], |s| s.console),
+            lease_left_ms: held.map_or(0, |s| u32::try_from(s.left_ms(now)).unwrap_or(u32::MAX)),
+            run: st.state,
+            counters: Inner::counters(&st, iface, now.saturating_mul(1000)),
+        }
+    }
+}
+
+impl Control for Console {
+    fn request(&self, iface: &Arc<Iface>, from: [u8; 4], req: &[u8], reply: &mut Payload) {
+        let req = match Request::decode(req) {
+            Ok(r) => r,
+            Err(why) => {
+                pr_err!("console: bad request from {}: {}\n", Ip(from), why.name());
+                // No answer: the connection fails as for any malformed message.
+                return;
+            }
+        };
+        *reply = Payload::reply(&self.answer(iface, from, &req));
+    }
+
+    fn tick(&self) {
+        let now = self.inner.now_ms();
+        self.inner.expire_locked(&mut self.inner.st.lock(), now);
+    }
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The selftest console (Documentation/selftest.rst, "Console"): node 0 drives tests between
+# the others (an arm64 64 KiB node and an x86_64 one) and itself, with fastreg-lst run,
+# stat and errors. A node allows no console by default and refuses one it did not allow,
+# naming the reason; runs go both ways with every byte checked and no error; --distribute
+# gives each client the servers lst would; stat samples rates and bandwidth per group;
+# errors ends with "Total 0 error nodes"; and when the console goes silent (its fastreg-lst
+# is SIGKILLed in the middle of a 5-minute run), the nodes' leases expire and their tests
+# stop by themselves.
+#@ cluster --node x86_64 --node arm64-64k --node x86_64 --params "timeout=60" --timeout 2400
+. "$FASTREG_TOP/tests/cluster/lib.sh"
+
+C=${NODES[0]} N1=${NODES[1]} N2=${NODES[2]}
+LEASE=5
+
+# listed WHAT: this node's console listing (fastreg-lst console list --json) satisfies the
+# Python expression WHAT on l.
+listed() {
+	"$LST" --json console list >/tmp/listing.json || return 1
+	python3 -c "import json, sys; l = json.load(open('/tmp/listing.json')); sys.exit(0 if ($1) else 1)" ||
+		{ cat /tmp/listing.json; return 1; }
+}
+
+# console_run NAME ARGS...: fastreg-lst run ARGS --json into /tmp/NAME.json; its status
+# is the command's (checked by the callers through `expect`).
+console_run() {
+	local name=$1
+	shift
+	"$LST" run --via "$C" --json "$@" >/tmp/"$name".json 2>/tmp/"$name".err
+	echo $? >/tmp/"$name".rc
+}
+
+# ran_clean NAME OPS: the run succeeded with OPS transfers, no error, nothing corrupt.
+ran_clean() {
+	[ "$(cat /tmp/"$1".rc)" = 0 ] || { cat /tmp/"$1".err /tmp/"$1".json; return 1; }
+	OUT=/tmp/$1.json expect "r['status'] == 'ok' and r['ops'] == $2 and r['errors'] == 0 and r['corrupt'] == 0 and r['error_nodes'] == 0"
+}
+
+# joined_and_left: the console held this node, and no longer does.
+joined_and_left() {
+	logged 1 "console: $C holds this node" && listed "l['session'] is None"
+}
+
+# logged N PATTERN: this node's kernel log has PATTERN at least N times since the mark.
+logged() {
+	local n
+	n=$(dmesg_since_mark | grep -c -- "$2")
+	[ "$n" -ge "$1" ] || { echo "'$2' logged $n times, not $1"; return 1; }
+}
+
+if [ "$ME" = 0 ]; then
+	ktap_begin 13
+else
+	ktap_begin 8
+fi
+dmesg_mark
+barrier start
+
+# 1. Trust: no console by default; node 1 allows node 0, node 2 does not yet.
+if [ "$ME" = 1 ]; then
+	"$LST" console allow "$C" >/dev/null
+	check "console allow $C: listed" listed "l['allowed'] == ['$C'] and l['session'] is None"
+else
+	check "no console allowed by default" listed "l['allowed'] == []"
+fi
+barrier trust
+
+# 2. A node that did not allow the console refuses it, with the reason, and the node that
+# joined is let go.
+if [ "$ME" = 0 ]; then
+	console_run refused --from "$N1" --to "$N2" brw write --size 64k --count 8
+	check "node 2 refuses the console, and says why" bash -c "[ \"\$(cat /tmp/refused.rc)\" = 1 ] &&
+		grep -q '$N2: refused: this console ($C) is not allowed there (on $N2: fastreg-lst console allow $C)' /tmp/refused.err || { cat /tmp/refused.err; false; }"
+elif [ "$ME" = 1 ]; then
+	barrier refused
+	check "node 1 joined, then was let go" joined_and_left
+else
+	barrier refused
+	check "node 2 logged the refusal" logged 1 "console: refused $C: not an allowed console"
+fi
+[ "$ME" != 0 ] || barrier refused
+# Node 0 takes part too (as a server): it allows itself.
+[ "$ME" = 1 ] || "$LST" console allow "$C" >/dev/null
+barrier allowed
+
+# 3. Both ways between the arm64 64 KiB node and the x86_64 one, every byte checked.
+if [ "$ME" = 0 ]; then
+	console_run w --from "$N1" --to "$N2" brw write --size 1M --check full --concurrency 8 --count 32
+	check "run --from node 1 --to node 2: brw write 1 MiB, check=full, 32 transfers, no error" ran_clean w 32
+	console_run r --from "$N2" --to "$N1" brw read --size 65537 --offset 1 --check full --concurrency 8 --count 64
+	check "run --from node 2 --to node 1: brw read 64 KiB + 1 at offset 1, check=full, no error" ran_clean r 64
+fi
+barrier both_ways
+if [ "$ME" != 0 ]; then
+	check "this node ran one test for the console" logged 1 "console: test over (done)"
+fi
+
+# 4. --distribute 1:2: each client gets two servers, lst's way.
+if [ "$ME" = 0 ]; then
+	console_run d --from "$N1,$N2" --to "$C,$N1,$N2" --distribute 1:2 brw write --size 64k --check full --concurrency 4 --count 32
+	check "run --from 2 clients --to 3 servers --distribute 1:2: no error" ran_clean d 64
+	check "  node 1 -> node 0 and node 1, node 2 -> node 2 and node 0" env OUT=/tmp/d.json \
+		python3 -c "import json; r = json.load(open('/tmp/d.json')); p = {n['node']: n.get('peers') for n in r['nodes']}; assert p['$N1'] == ['$C', '$N1'] and p['$N2'] == ['$N2', '$C'], p"
+fi
+barrier distributed
+
+# 5. stat samples a running test, per group; errors finds none.
+if [ "$ME" = 0 ]; then
+	console_run bg --from "$N1,$N2" --to "$C" brw write --size 256k --concurrency 4 --seconds 30 &
+	sleep 8
+	"$LST" stat --via "$C" --delay 4 --count 2 --json-lines clients="$N1,$N2" servers="$C" >/tmp/stat.jsonl
+	wait
+	check "stat: the clients write, the console's node reads, avg/min/max per group" python3 -c "
+import json
+s = [json.loads(l) for l in open('/tmp/stat.jsonl')]
+assert len(s) == 2 and not s[-1]['failed'], s
+g = {x['group']: x for x in s[-1]['groups']}
+c, v = g['clients'], g['servers']
+assert c['write_mib_per_s']['min'] > 0 and c['write_ops_per_s']['avg'] > 0, c
+assert v['read_mib_per_s']['avg'] > 0 and v['nodes'] == 1, v
+assert c['write_mib_per_s']['min'] <= c['write_mib_per_s']['avg'] <= c['write_mib_per_s']['max'], c
+" || cat /tmp/stat.jsonl
+	check "errors: Total 0 error nodes" bash -c "$LST errors --via $C clients=$N1,$N2 servers=$C | tee /tmp/errors.out | tail -n 1 | grep -qx 'Total 0 error nodes' || { cat /tmp/errors.out; false; }"
+fi
+barrier sampled
+
+# 6. The console goes silent in the middle of a run: the leases expire, the tests stop.
+if [ "$ME" = 0 ]; then
+	"$LST" run --via "$C" --lease "$LEASE" --interval 1 --from "$N1,$N2" --to "$C" brw write --size 64k \
+		--seconds 300 >/tmp/silent.out 2>&1 &
+	pid=$!
+	# Killed once both clients run (its progress line says so).
+	within 60 grep -q "2 of 2 clients running" /tmp/silent.out
+	kill -9 "$pid"
+	wait "$pid"
+	rc=$?
+	check "SIGKILL of the console's fastreg-lst while both clients run" \
+		bash -c "[ $rc = 137 ] && grep -q '2 of 2 clients running' /tmp/silent.out || { cat /tmp/silent.out; false; }"
+	sleep $((LEASE + 15))
+	check "both nodes' tests stopped by themselves" bash -c "$LST errors --via $C --json clients=$N1,$N2 >/tmp/after.json;
+		python3 -c \"import json; r = json.load(open('/tmp/after.json')); s = [n['state'] for n in r['groups'][0]['nodes']]; assert s == ['stopped', 'stopped'], s\" || { cat /tmp/after.json; false; }"
+else
+	check "the lease of the silent console expired here" within $((LEASE + 25)) logged 1 "console: session .* of $C expired"
+	check "  and the test stopped" within 20 logged 1 "console: test over (stopped)"
+fi
+barrier silent
+
+check "every MR back in the pool (live == free)" all_free
+check "rmmod, no fastreg resource left" clean_unload
+check "no kernel errors" no_kernel_errors
+ktap_end

@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Tests of `src/control.rs` and `src/session.rs`: golden vectors of the control payloads,
+//! round trips, a decoder fed random and mutated bytes, and the node's admission rules
+//! (allow list, one session at a time, the lease).
+
+use crate::control::*;
+use crate::session::*;
+use proptest::prelude::*;
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+const A: [u8; 4] = [10, 0, 0, 1];
+const B: [u8; 4] = [10, 0, 0, 2];
+
+fn start(peers: &[[u8; 4]]) -> Start {
+    let mut p = [[0u8; 4]; MAX_PEERS];
+    p[..peers.len()].copy_from_slice(peers);
+    Start {
+        test: Test::Write,
+        check: 2,
+        concurrency: 8,
+        offset: 1,
+        size: 1 << 20,
+        span: Span::Seconds(60),
+        peers: p,
+        npeers: peers.len() as u8,
+    }
+}
+
+fn req(op: Op, session: u64) -> Request {
+    Request {
+        op,
+        session,
+        lease_ms: if op == Op::Join { 10_000 } else { 0 },
+        start: None,
+    }
+}
+
+#[test]
+fn golden_requests() {
+    let mut out = [0u8; MAX_PAYLOAD];
+    let n = req(Op::Join, 0x1122_3344_5566_7788).encode(&mut out);
+    assert_eq!(
+        hex(&out[..n]),
+        "0100000010270000_8877665544332211".replace('_', "")
+    );
+    let n = req(Op::Query, 0).encode(&mut out);
+    assert_eq!(hex(&out[..n]), "05000000000000000000000000000000");
+    let r = Request {
+        start: Some(start(&[B, [10, 0, 0, 3]])),
+        ..req(Op::Start, 7)
+    };
+    let n = r.encode(&mut out);
+    assert_eq!(n, START_LEN + 8);
+    let want = [
+        "03000000",
+        "00000000",
+        "0700000000000000", // op, lease, session
+        "02",
+        "02",
+        "0800",
+        "01000000",         // test, check, concurrency, offset
+        "0000100000000000", // size
+        "01",
+        "02",
+        "0000",
+        "00000000",         // seconds, peers, reserved
+        "3c00000000000000", // 60 s
+        "0a000002",
+        "0a000003",
+    ]
+    .concat();
+    assert_eq!(hex(&out[..n]), want);
+    assert_eq!(Request::decode(&out[..n]), Ok(r));
+}
+
+#[test]
+fn golden_reply() {
+    let r = Reply {
+        op: Op::Query,
+        status: EBUSY,
+        session: 9,
+        holder: A,
+        lease_left_ms: 500,
+        run: RunState::Running,
+        counters: Counters {
+            now_us: 1,
+            ops: 2,
+            bytes: 3,
+            errors: [4, 5, 6, 7],
+            corrupt: 8,
+            usecs: 10,
+            first_error: -110,
+            rx_ops: 11,
+            rx_bytes: 12,
+            tx_ops: 13,
+            tx_bytes: 14,
+        },
+    };
+    let mut out = [0u8; MAX_PAYLOAD];
+    assert_eq!(r.encode(&mut out), REPLY_LEN);
+    let u = |v: u64| hex(&v.to_le_bytes());
+    let want = [
+        "05000000".into(),
+        "f0ffffff".into(),
+        u(9),
+        "0a000001".into(),
+        "02000000".into(),
+        "f4010000".into(),
+        "00000000".into(),
+        u(1),
+        u(2),
+        u(3),
+        u(8),
+        u(10),
+        "92ffffff".into(),
+        "00000000".into(),
+        "04000000050000000600000007000000".into(),
+        u(11),
+        u(12),
+        u(13),
+        u(14),
+        u(0),
+    ]
+    .concat();
+    assert_eq!(hex(&out[..REPLY_LEN]), want);
+    assert_eq!(Reply::decode(&out[..REPLY_LEN], Op::Query), Ok(r));
+    assert_eq!(Reply::decode(&out[..REPLY_LEN], Op::Join), Err(Bad::Answer));
+    assert_eq!(
+        Reply::decode(&out[..REPLY_LEN - 1], Op::Query),
+        Err(Bad::Length)
+    );
+    out[130] = 1;
+    assert_eq!(
+        Reply::decode(&out[..REPLY_LEN], Op::Query),
+        Err(Bad::Reserved)
+    );
+}
+
+#[test]
+fn requests_refused() {
+    let mut out = [0u8; MAX_PAYLOAD];
+    // A session is needed but for a read-only QUERY; a lease only with JOIN.
+    let n = req(Op::Stop, 0).encode(&mut out);
+    assert_eq!(Request::decode(&out[..n]), Err(Bad::Limit));
+    let n = Request {
+        lease_ms: 5,
+        ..req(Op::Query, 1)
+    }
+    .encode(&mut out);
+    assert_eq!(Request::decode(&out[..n]), Err(Bad::Limit));
+    let n = Request {
+        lease_ms: 999,
+        ..req(Op::Join, 1)
+    }
+    .encode(&mut out);
+    assert_eq!(Request::decode(&out[..n]), Err(Bad::Limit));
+    // An unknown operation, a short START, peers beyond the length, zero concurrency.
+    out[0] = 9;
+    assert_eq!(Request::decode(&out[..REQ_LEN]), Err(Bad::Op));
+    let r = Request {
+        start: Some(start(&[B])),
+        ..req(Op::Start, 7)
+    };
+    let n = r.encode(&mut out);
+    assert_eq!(Request::decode(&out[..n - 1]), Err(Bad::Length));
+    let mut bad = out;
+    bad[33] = 2;
+    assert_eq!(Request::decode(&bad[..n]), Err(Bad::Length));
+    bad[33] = 0;
+    assert_eq!(Request::decode(&bad[..n]), Err(Bad::Limit));
+    let mut bad = out;
+    bad[18] = 0;
+    assert_eq!(Request::decode(&bad[..n]), Err(Bad::Limit));
+    let mut bad = out;
+    bad[36] = 1;
+    assert_eq!(Request::decode(&bad[..n]), Err(Bad::Reserved));
+    // A ping moves no data: size 1, offset 0.
+    let mut s = start(&[B]);
+    s.test = Test::Ping;
+    assert!(!s.valid());
+    s.size = 1;
+    s.offset = 0;
+    assert!(s.valid());
+}
+
+#[test]
+fn payload_fits_a_message() {
+    assert_eq!(MAX_PAYLOAD, crate::wire::MAX_CONTROL);
+    assert!(START_LEN + 4 * MAX_PEERS <= MAX_PAYLOAD && REPLY_LEN <= MAX_PAYLOAD);
+    let r = Reply::decode(&[0u8; REPLY_LEN], Op::Query);
+    assert_eq!(r, Err(Bad::Op));
+}
+
+#[test]
+fn allow_list() {
+    let mut a = Allow::default();
+    assert!(!a.contains(A));
+    assert_eq!(a.add(A), Ok(true));
+    assert_eq!(a.add(A), Ok(false));
+    for i in 1..MAX_ALLOWED as u8 {
+        assert_eq!(a.add([192, 168, 0, i]), Ok(true));
+    }
+    assert_eq!(a.add(B), Err(()));
+    assert!(a.remove([192, 168, 0, 3]));
+    assert!(!a.remove([192, 168, 0, 3]));
+    assert_eq!(a.list().len(), MAX_ALLOWED - 1);
+    assert_eq!(a.list()[2], [192, 168, 0, 2]);
+    assert_eq!(a.list()[3], [192, 168, 0, 4]);
+    assert_eq!(a.add(B), Ok(true));
+}
+
+#[test]
+fn sessions() {
+    let mut n = Node::default();
+    // Nobody is allowed by default.
+    assert_eq!(n.admit(0, A, &req(Op::Join, 1)), Err(EPERM));
+    assert_eq!(n.admit(0, A, &req(Op::Query, 0)), Err(EPERM));
+    n.allow.add(A).unwrap();
+    n.allow.add(B).unwrap();
+    // A read-only query needs no session; anything else does.
+    assert_eq!(n.admit(0, A, &req(Op::Query, 0)), Ok(Admitted::Nothing));
+    assert_eq!(n.admit(0, A, &req(Op::Stop, 1)), Err(ESRCH));
+    assert_eq!(n.admit(0, A, &req(Op::Join, 1)), Ok(Admitted::Nothing));
+    // One session at a time: B is refused, and so is A under another id.
+    assert_eq!(n.admit(10, B, &req(Op::Join, 2)), Err(EBUSY));
+    assert_eq!(n.admit(10, A, &req(Op::Join, 2)), Err(EBUSY));
+    assert_eq!(n.admit(10, B, &req(Op::Query, 0)), Ok(Admitted::Nothing));
+    let s = Request {
+        start: Some(start(&[B])),
+        ..req(Op::Start, 1)
+    };
+    assert_eq!(n.admit(9_000, A, &s), Ok(Admitted::Start(start(&[B]))));
+    // Renewed at 9 s: alive at 18 s, expired at 19 s.
+    assert_eq!(n.session.unwrap().left_ms(18_999), 1);
+    assert_eq!(n.expire(18_999), None);
+    assert_eq!(n.expire(19_000).map(|s| s.id), Some(1));
+    assert_eq!(n.admit(19_001, A, &req(Op::Stop, 1)), Err(ESRCH));
+    // Expired: another console may take the node.
+    assert_eq!(n.admit(30_000, A, &req(Op::Join, 1)), Ok(Admitted::Nothing));
+    assert_eq!(n.admit(40_001, B, &req(Op::Join, 2)), Ok(Admitted::Nothing));
+    assert_eq!(n.session.unwrap().console, B);
+    assert_eq!(n.admit(40_002, B, &req(Op::Stop, 2)), Ok(Admitted::Stop));
+    assert_eq!(n.admit(40_003, B, &req(Op::Leave, 2)), Ok(Admitted::Stop));
+    assert_eq!(n.session, None);
+    // Denying a console ends its session.
+    assert_eq!(n.admit(50_000, A, &req(Op::Join, 3)), Ok(Admitted::Nothing));
+    assert_eq!(n.deny(B), (true, None));
+    assert_eq!(n.deny(A).1.map(|s| s.id), Some(3));
+    assert_eq!(n.admit(50_001, A, &req(Op::Query, 3)), Err(EPERM));
+}
+
+fn any_request() -> impl Strategy<Value = Request> {
+    let peers = proptest::collection::vec(any::<[u8; 4]>(), 1..=MAX_PEERS);
+    let span = prop_oneof![
+        (1..=MAX_COUNT).prop_map(Span::Count),
+        (1..=MAX_SECONDS).prop_map(Span::Seconds)
+    ];
+    let st = (
+        0u8..3,
+        0u8..3,
+        1..=MAX_CONCURRENCY,
+        0..=MAX_OFFSET,
+        1..=MAX_SIZE,
+        span,
+        peers,
+    )
+        .prop_map(|(t, check, concurrency, offset, size, span, peers)| {
+            let test = [Test::Ping, Test::Read, Test::Write][t as usize];
+            let (size, offset) = if test == Test::Ping {
+                (1, 0)
+            } else {
+                (size, offset)
+            };
+            let mut s = start(&peers);
+            s = Start {
+                test,
+                check,
+                concurrency,
+                offset,
+                size,
+                span,
+                ..s
+            };
+            s
+        });
+    (1u8..=5, 1u64.., LEASE_MS, st).prop_map(|(op, session, lease, st)| {
+        let op = Op::from_u8(op).unwrap();
+        Request {
+            op,
+            session,
+            lease_ms: if op == Op::Join { lease } else { 0 },
+            start: (op == Op::Start).then_some(st),
+        }
+    })
+}
+
+proptest! {
+    #[test]
+    fn request_round_trip(r in any_request()) {
+        let mut out = [0u8; MAX_PAYLOAD];
+        let n = r.encode(&mut out);
+        prop_assert!(n <= MAX_PAYLOAD);
+        prop_assert_eq!(Request::decode(&out[..n]), Ok(r));
+    }
+
+    /// Whatever a peer sends, the decoders answer without panicking, and what they accept
+    /// is within the limits and encodes back to the same bytes.
+    #[test]
+    fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..=MAX_PAYLOAD)) {
+        if let Ok(r) = Request::decode(&bytes) {
+            prop_assert!(r.start.is_none_or(|s| s.valid()));
+            let mut out = [0u8; MAX_PAYLOAD];
+            let n = r.encode(&mut out);
+            prop_assert_eq!(&out[..n], &bytes[..]);
+        }
+        for op in [Op::Join, Op::Start, Op::Query] {
+            if let Ok(r) = Reply::decode(&bytes, op) {
+                let mut out = [0u8; MAX_PAYLOAD];
+                let n = r.encode(&mut out);
+                prop_assert_eq!(&out[..n], &bytes[..]);
+            }
+        }
+    }
+
+    /// A valid request with one byte flipped either decodes to something valid or is
+    /// refused; never accepted beyond the limits.
+    #[test]
+    fn mutated_requests(r in any_request(), at in any::<usize>(), bit in 0u8..8) {
+        let mut out = [0u8; MAX_PAYLOAD];
+        let n = r.encode(&mut out);
+        out[at % n] ^= 1 << bit;
+        if let Ok(d) = Request::decode(&out[..n]) {
+            prop_assert!(d.start.is_none_or(|s| s.valid()));
+            prop_assert!(d.session != 0 || d.op == Op::Query);
+        }
+    }
+
+    /// However requests of two consoles interleave, a session is held by one allowed
+    /// console at a time, and only its own requests renew it.
+    #[test]
+    fn one_holder(steps in proptest::collection::vec((any::<bool>(), 1u8..=5, 0u64..3, 0u64..4000), 1..60)) {
+        let mut n = Node::default();
+        n.allow.add(A).unwrap();
+        n.allow.add(B).unwrap();
+        let mut now = 0;
+        for (who, op, session, dt) in steps {
+            now += dt;
+            let from = if who { A } else { B };
+            let mut r = req(Op::from_u8(op).unwrap(), session);
+            if r.op == Op::Start {
+                r.start = Some(start(&[A]));
+            }
+            let before = n.session.filter(|s| s.left_ms(now) > 0);
+            let got = n.admit(now, from, &r);
+            match before {
+                Some(s) if s.console != from || s.id != session => {
+                    if !(r.op == Op::Query && session == 0) {
+                        prop_assert_eq!(got, Err(EBUSY));
+                    }
+                    prop_assert_eq!(n.session, Some(s));
+                }
+                _ => {}
+            }
+            if let Some(s) = n.session {
+                prop_assert!(n.allow.contains(s.console));
+            }
+        }
+    }
+}
+
+mod commands {
+    use crate::command::Ctl;
+    use crate::console_cmd::*;
+    use crate::control::*;
+
+    #[test]
+    fn console_commands() {
+        let c = ConsoleCmd::parse("join nodes=10.0.0.1,10.0.0.2 session=7 lease=10000").unwrap();
+        assert_eq!(c.nodes(), &[[10, 0, 0, 1], [10, 0, 0, 2]]);
+        assert_eq!(
+            (c.req.op, c.req.session, c.req.lease_ms),
+            (Op::Join, 7, 10_000)
+        );
+        assert_eq!((c.from, c.timeout_ms), (None, TIMEOUT_MS));
+        let c = ConsoleCmd::parse("query nodes=10.0.0.1 from=10.0.0.9 timeout=2000").unwrap();
+        assert_eq!(
+            (c.req.session, c.from, c.timeout_ms),
+            (0, Some([10, 0, 0, 9]), 2000)
+        );
+        let c = ConsoleCmd::parse(
+            "start nodes=10.0.0.1 session=3 test=write size=1M offset=8 check=full \
+             concurrency=8 seconds=60 peers=10.0.0.3,10.0.0.4",
+        )
+        .unwrap();
+        let s = c.req.start.unwrap();
+        assert_eq!(
+            (s.test, s.size, s.offset, s.check, s.concurrency),
+            (Test::Write, 1 << 20, 8, 2, 8)
+        );
+        assert_eq!(
+            (s.span, s.peers()),
+            (Span::Seconds(60), &[[10, 0, 0, 3], [10, 0, 0, 4]][..])
+        );
+        let p =
+            ConsoleCmd::parse("start nodes=10.0.0.1 session=3 test=ping count=5 peers=10.0.0.3")
+                .unwrap();
+        assert_eq!(p.req.start.unwrap().size, 1);
+        for bad in [
+            "",
+            "hello nodes=10.0.0.1",
+            "query",
+            "join nodes=10.0.0.1 session=1",
+            "join nodes=10.0.0.1 session=1 lease=10",
+            "stop nodes=10.0.0.1",
+            "leave nodes=10.0.0.1 session=1 lease=5000",
+            "stop nodes=10.0.0.1 session=1 size=4k",
+            "start nodes=10.0.0.1 session=1 test=write count=1 peers=10.0.0.2",
+            "start nodes=10.0.0.1 session=1 test=write size=4k peers=10.0.0.2",
+            "start nodes=10.0.0.1 session=1 test=write size=4k count=1",
+            "start nodes=10.0.0.1 session=1 test=ping size=4k count=1 peers=10.0.0.2",
+            "start nodes=10.0.0.1 session=1 test=read size=4k count=1 concurrency=257 peers=10.0.0.2",
+            "query nodes=10.0.0.1 timeout=99",
+            "query nodes=10.0.0.256",
+        ] {
+            assert!(ConsoleCmd::parse(bad).is_err(), "{bad}");
+        }
+        let many = (0..=MAX_NODES).map(|i| format!("10.0.{}.{}", i / 250, i % 250 + 1));
+        let line = format!("query nodes={}", many.collect::<Vec<_>>().join(","));
+        assert!(ConsoleCmd::parse(&line).is_err());
+    }
+
+    #[test]
+    fn console_allow_commands() {
+        assert_eq!(
+            Ctl::parse("console allow 10.0.0.3"),
+            Ok(Ctl::Console {
+                allow: Some(true),
+                ip: [10, 0, 0, 3]
+            })
+        );
+        assert_eq!(
+            Ctl::parse("console deny 10.0.0.3"),
+            Ok(Ctl::Console {
+                allow: Some(false),
+                ip: [10, 0, 0, 3]
+            })
+        );
+        assert_eq!(
+            Ctl::parse("console list"),
+            Ok(Ctl::Console {
+                allow: None,
+                ip: [0; 4]
+            })
+        );
+        assert!(Ctl::parse("console allow").is_err());
+        assert!(Ctl::parse("console list 1").is_err());
+        assert!(Ctl::parse("console grant 10.0.0.3").is_err());
+    }
+}
