@@ -73,7 +73,7 @@ def console_allow(what, addr):
 
 def parse_listing(text):
     """`allowed A B; session 0x.. of C lease_left_ms=N; test STATE` as a dict."""
-    out = {"allowed": [], "session": None, "test": None}
+    out = {"allowed": [], "session": None, "test": None, "refused": 0}
     for part in text.split(";"):
         w = part.split()
         if w and w[0] == "allowed":
@@ -83,6 +83,8 @@ def parse_listing(text):
                               "lease_left_ms": int(w[4].split("=")[1])}
         elif w and w[0] == "test":
             out["test"] = w[1]
+        elif w and w[0] == "refused":
+            out["refused"] = int(w[1])
     return out
 
 
@@ -199,105 +201,122 @@ def emit(obj, lines):
     print(json.dumps(obj, indent=None if lines else 2), flush=True)
 
 
+MAX_NODES = 64   # console_cmd.rs
+MAX_PEERS = 32   # control.rs
+
+
 def run(args, test_words):
     """fastreg-lst run: JOIN, START on every client, QUERY every second (renewing the
-    lease, reporting progress), then LEAVE; Ctrl-C stops the test on every node."""
+    lease, reporting progress), then LEAVE; Ctrl-C stops the test on every node (a second
+    Ctrl-C leaves at once)."""
     clients, servers = args.from_nodes, args.to_nodes
     nodes = list(dict.fromkeys(clients + servers))
+    plan = distribute(clients, servers, args.distribute)
+    if len(nodes) > MAX_NODES:
+        raise Failure(f"at most {MAX_NODES} nodes in a run, not {len(nodes)}")
+    if args.distribute[1] > MAX_PEERS:
+        raise Failure(f"at most {MAX_PEERS} servers per client, not {args.distribute[1]}")
     via = first_via(args, nodes)
     con = Console(via, args.timeout * 1000)
     session = random.getrandbits(62) + 1
-    lease = args.lease * 1000
     js = args.json or args.json_lines
     out = {"session": session, "console": via, "test": test_words["test"]}
-    joined = con.ask("join", nodes, session=session, lease=lease)
-    refused = [refusal(n, f, via) for n, f in joined.items() if f.get("status") != 0]
-    if refused:
-        con.ask("leave", [n for n, f in joined.items() if f.get("status") == 0], session=session)
-        for r in refused:
-            print(f"fastreg-lst: {r}", file=sys.stderr)
-        raise Failure(f"{len(refused)} of {len(nodes)} nodes refused the session")
-    plan = distribute(clients, servers, args.distribute)
-    # Clients with the same servers start in one command.
-    by_peers = {}
-    for c, peers in plan.items():
-        by_peers.setdefault(tuple(peers), []).append(c)
-    lost, final, failed_start = {}, {}, []
-    for peers, group in by_peers.items():
-        r = con.ask("start", group, session=session, peers=",".join(peers), **test_words["kv"])
-        for n, f in r.items():
-            if f.get("status") != 0:
-                failed_start.append(refusal(n, f, via))
-                lost[n] = f
-    for r in failed_start:
-        print(f"fastreg-lst: {r}", file=sys.stderr)
-    stop_asked = False
+    interrupts = 0
 
     def on_sigint(_sig, _frm):
-        nonlocal stop_asked
-        stop_asked = True
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts > 1:
+            raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGINT, on_sigint)
-    start = time.monotonic()
-    last_print = start
-    span = test_words["seconds"]
-    running = [c for c in clients if c not in lost]
-    stopped_sent = False
+    joined, started = [], False
     try:
-        while True:
-            time.sleep(1.0)
-            alive = [n for n in nodes if n not in lost]
-            if stop_asked and not stopped_sent:
-                con.ask("stop", [c for c in running if c not in lost], session=session)
-                stopped_sent = True
-                if not js:
-                    print("fastreg-lst: interrupted: stopping the test on every node",
+        answers = con.ask("join", nodes, session=session, lease=args.lease * 1000)
+        joined = [n for n, f in answers.items() if f.get("status") == 0]
+        refused = [refusal(n, f, via) for n, f in answers.items() if f.get("status") != 0]
+        if refused:
+            for r in refused:
+                print(f"fastreg-lst: {r}", file=sys.stderr)
+            raise Failure(f"{len(refused)} of {len(nodes)} nodes refused the session")
+        # Clients with the same servers start in one command.
+        by_peers = {}
+        for c, peers in plan.items():
+            by_peers.setdefault(tuple(peers), []).append(c)
+        lost, final = {}, {}
+        started = True
+        for peers, group in by_peers.items():
+            r = con.ask("start", group, session=session, peers=",".join(peers),
+                        **test_words["kv"])
+            for n, f in r.items():
+                if f.get("status") != 0:
+                    print(f"fastreg-lst: {refusal(n, f, via)}: its test did not start",
                           file=sys.stderr)
-            # A timed test that overstays by a wide margin is stopped (its clients' clocks
-            # run it; this is a backstop).
-            if span and not stopped_sent and time.monotonic() - start > span + 60:
-                con.ask("stop", running, session=session)
-                stopped_sent = True
-            q = con.ask("query", alive, session=session)
-            for n, f in q.items():
-                if "error" in f or f.get("status") != 0:
                     lost[n] = f
-                    print(f"fastreg-lst: {refusal(n, f, via)}: counted as an error node",
-                          file=sys.stderr)
-                elif n in clients:
-                    final[n] = f
-            running = [c for c in clients if c not in lost and
-                       final.get(c, {}).get("state") in (None, "starting", "running")]
-            now = time.monotonic()
-            if now - last_print >= args.interval or not running:
-                last_print = now
-                tot = totals(final, clients)
-                left = max(0, span - (now - start)) if span else None
-                line = {"elapsed": round(now - start, 1), **tot, "running": len(running),
-                        "error_nodes": len(lost)}
-                if left is not None:
-                    line["seconds_left"] = round(left)
-                if args.json_lines:
-                    emit({"progress": line}, True)
-                elif not args.json and running:
-                    rate = tot["mib_per_s"]
-                    print(f"[{now - start:6.0f} s] {tot['ops']} transfers, {rate:.2f} MiB/s, "
-                          f"errors {tot['errors']}, corrupt {tot['corrupt']}, "
-                          f"{len(running)} of {len(clients)} clients running"
-                          + (f", {left:.0f} s left" if left is not None else ""), flush=True)
-            if not running:
-                break
+        watch(args, con, session, nodes, clients, test_words, lost, final, js,
+              lambda: interrupts)
     finally:
         signal.signal(signal.SIGINT, old)
-        con.ask("leave", [n for n in nodes if n not in lost], session=session)
-    result = report(out, final, lost, clients, servers, plan)
-    if stop_asked:
-        result["status"] = "interrupted"
+        if started:
+            con.ask("stop", joined, session=session)
+        con.ask("leave", joined, session=session)
+    result = report(out, final, lost, clients, servers, plan, interrupts > 0)
     if js:
         emit(result, args.json_lines)
     else:
         show_run(result)
     return 0 if result["status"] == "ok" else 1
+
+
+def watch(args, con, session, nodes, clients, test_words, lost, final, js, interrupted):
+    """Queries every node once a second until no client runs; a node that does not answer
+    is lost (an error node, not asked again). Progress every --interval seconds."""
+    start = time.monotonic()
+    last_print = start
+    span = test_words["seconds"]
+    running = [c for c in clients if c not in lost]
+    stopped_sent = False
+    while True:
+        time.sleep(1.0)
+        if interrupted() and not stopped_sent:
+            con.ask("stop", [c for c in running if c not in lost], session=session)
+            stopped_sent = True
+            if not js:
+                print("fastreg-lst: interrupted: stopping the test on every node",
+                      file=sys.stderr)
+        # A timed test that overstays by a wide margin is stopped (its clients' clocks run
+        # it; this is a backstop).
+        if span and not stopped_sent and time.monotonic() - start > span + 60:
+            con.ask("stop", running, session=session)
+            stopped_sent = True
+        q = con.ask("query", [n for n in nodes if n not in lost], session=session)
+        for n, f in q.items():
+            if "error" in f or f.get("status") != 0:
+                lost[n] = f
+                print(f"fastreg-lst: {refusal(n, f, con.via)}: counted as an error node",
+                      file=sys.stderr)
+            elif n in clients:
+                final[n] = f
+        running = [c for c in clients if c not in lost and
+                   final.get(c, {}).get("state") in (None, "starting", "running")]
+        now = time.monotonic()
+        if now - last_print >= args.interval or not running:
+            last_print = now
+            tot = totals(final, clients)
+            left = max(0, span - (now - start)) if span else None
+            line = {"elapsed": round(now - start, 1), **tot, "running": len(running),
+                    "error_nodes": len(lost)}
+            if left is not None:
+                line["seconds_left"] = round(left)
+            if args.json_lines:
+                emit({"progress": line}, True)
+            elif not args.json and running:
+                print(f"[{now - start:6.0f} s] {tot['ops']} transfers, "
+                      f"{tot['mib_per_s']:.2f} MiB/s, errors {tot['errors']}, corrupt "
+                      f"{tot['corrupt']}, {len(running)} of {len(clients)} clients running"
+                      + (f", {left:.0f} s left" if left is not None else ""), flush=True)
+        if not running:
+            return
 
 
 def totals(final, clients):
@@ -312,7 +331,7 @@ def totals(final, clients):
     return t
 
 
-def report(out, final, lost, clients, servers, plan):
+def report(out, final, lost, clients, servers, plan, interrupted):
     out.update(totals(final, clients))
     out["nodes"] = []
     error_nodes = 0
@@ -325,8 +344,11 @@ def report(out, final, lost, clients, servers, plan):
             n["state"] = n.get("state", final[c].get("state"))
             e = final[c].get("first_error", 0)
             n["first_error"] = os.strerror(-e) if e else None
+        # A client stopped by the user's Ctrl-C is not in error; stopped otherwise (its lease,
+        # a deny, its interface gone) it is.
+        ended = ("done", "stopped") if interrupted else ("done",)
         bad = c in lost or n.get("errors", 0) or n.get("corrupt", 0) or \
-            n.get("state") not in ("done",)
+            n.get("state") not in ended
         n["error_node"] = bool(bad)
         error_nodes += bool(bad)
         out["nodes"].append(n)
@@ -340,7 +362,7 @@ def report(out, final, lost, clients, servers, plan):
         error_nodes += s in lost
         out["nodes"].append(n)
     out["error_nodes"] = error_nodes
-    out["status"] = "ok" if error_nodes == 0 else "failed"
+    out["status"] = "interrupted" if interrupted else "ok" if error_nodes == 0 else "failed"
     return out
 
 
@@ -443,6 +465,8 @@ def errors(args):
                 e["state"] = f["state"]
                 fe = f.get("first_error", 0)
                 e["first_error"] = os.strerror(-fe) if fe else None
+                # As run counts them, but a stopped test: whether that was asked is not known
+                # here.
                 e["error_node"] = bool(e["errors"] or e["corrupt"] or f["state"] == "failed")
             grp["error_nodes"] += e["error_node"]
             if e["error_node"]:

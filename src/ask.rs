@@ -26,7 +26,6 @@ use crate::{
     },
     console_cmd::ConsoleCmd,
     control::{
-        Bad,
         Op,
         Payload,
         Reply, //
@@ -44,8 +43,8 @@ pub(crate) enum Answer {
     Reply(Reply),
     /// No reply: the round trip failed (a negative errno: `ETIMEDOUT`, a connection's).
     Failed(i32),
-    /// A reply that does not decode.
-    Bad(Bad),
+    /// A reply that does not decode (logged).
+    Bad,
 }
 
 struct FanState {
@@ -69,9 +68,12 @@ impl Client for Fanout {
         let a = match (o.result, o.reply) {
             (Ok(()), Some(p)) => match Reply::decode(p.as_slice(), self.op) {
                 Ok(r) => Answer::Reply(r),
-                Err(b) => Answer::Bad(b),
+                Err(b) => {
+                    pr_warn!("console: node {} of the command: bad reply: {}\n", token, b.name());
+                    Answer::Bad
+                }
             },
-            (Ok(()), None) => Answer::Bad(Bad::Length),
+            (Ok(()), None) => Answer::Bad,
             (Err(e), _) => Answer::Failed(e.to_errno()),
         };
         let mut st = self.st.lock();
@@ -168,7 +170,7 @@ impl Answers {
             write!(f, "node={} op={} ", Ip(*ip), self.op.name())?;
             match a {
                 Answer::Failed(e) => writeln!(f, "error={}", e)?,
-                Answer::Bad(b) => writeln!(f, "error=-71 bad_reply=\"{}\"", b.name())?,
+                Answer::Bad => writeln!(f, "error=-71")?,
                 Answer::Reply(r) => {
                     let c = &r.counters;
                     writeln!(

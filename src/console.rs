@@ -115,7 +115,7 @@ impl Console {
     pub(crate) fn allow(&self, ip: [u8; 4], allow: bool) -> Result<bool> {
         let mut st = self.inner.st.lock();
         if allow {
-            let new = st.node.allow.add(ip).map_err(|()| ENOSPC)?;
+            let new = st.node.allow(ip).map_err(|()| ENOSPC)?;
             pr_info!("console: {} allowed\n", Ip(ip));
             return Ok(new);
         }
@@ -158,7 +158,12 @@ impl Console {
             )?,
             None => f.write_str("; session none")?,
         }
-        write!(f, "; test {}", st.state.name())
+        write!(
+            f,
+            "; test {}; refused {}",
+            st.state.name(),
+            st.node.refusals
+        )
     }
 }
 
@@ -229,7 +234,13 @@ impl Inner {
     /// The work item of a test.
     fn run(&self, iface: Arc<Iface>, s: Start, generation: u64) {
         let t = Lst::of_start(&s);
-        let run = match lst::start(iface, s.peers(), &t, self.timeout_ms) {
+        // Its interface may have gone (removed, its device with it) since the request.
+        let started = if iface.is_closed() {
+            Err(ENODEV)
+        } else {
+            lst::start(iface, s.peers(), &t, self.timeout_ms)
+        };
+        let run = match started {
             Ok(run) => run,
             Err(e) => {
                 pr_err!("console: the test could not start: {:?}\n", e);
@@ -260,6 +271,9 @@ impl Inner {
         // which is taken before this one on the request path.
         let stopped = run.stopped();
         let mut st = self.st.lock();
+        if st.run.as_ref().is_some_and(|r| Arc::ptr_eq(r, &run)) {
+            st.run = None;
+        }
         if st.generation != generation {
             return;
         }
@@ -277,7 +291,6 @@ impl Inner {
         } else {
             RunState::Done
         };
-        st.run = None;
         pr_info!(
             "console: test over ({}): {} transfers, {} failed, {} corrupt\n",
             st.state.name(),
@@ -293,7 +306,9 @@ impl Console {
     fn start(&self, iface: Arc<Iface>, s: Start, generation: u64) -> Result {
         let me = self.inner.clone();
         let q = verbs::module_wq().ok_or(ENODEV)?;
-        q.try_spawn(GFP_KERNEL, move || me.run(iface, s, generation))
+        // Called on the receive path (a completion workqueue that may serve reclaim): no
+        // allocation that waits for memory.
+        q.try_spawn(GFP_NOWAIT, move || me.run(iface, s, generation))
             .map(|_| ())
             .map_err(|_| ENOMEM)
     }
@@ -304,17 +319,7 @@ impl Console {
         let mut st = self.inner.st.lock();
         self.inner.expire_locked(&mut st, now);
         let status = match st.node.admit(now, from, req) {
-            Err(e) => {
-                if e == control::EPERM {
-                    pr_warn!(
-                        "console: refused {}: not an allowed console (console allow {} \
-                         would allow it)\n",
-                        Ip(from),
-                        Ip(from)
-                    );
-                }
-                e
-            }
+            Err(e) => e,
             Ok(Admitted::Nothing) => 0,
             Ok(Admitted::Stop) => {
                 Inner::stop_locked(&mut st);
@@ -362,8 +367,38 @@ impl Console {
     }
 }
 
+impl Console {
+    /// The answer to a console that is not allowed: only that (nothing of the node's state),
+    /// whatever it sent; logged the first time for its address.
+    fn refuse(&self, from: [u8; 4], req: &[u8]) -> Payload {
+        if self.inner.st.lock().node.refuse(from) {
+            pr_warn!(
+                "console: refused {}: not an allowed console (console allow {} would allow \
+                 it; further refusals of it are counted in console list)\n",
+                Ip(from),
+                Ip(from)
+            );
+        }
+        let op = req.first().copied().and_then(Op::from_u8).unwrap_or(Op::Query);
+        Payload::reply(&Reply {
+            op,
+            status: control::EPERM,
+            session: 0,
+            holder: [0; 4],
+            lease_left_ms: 0,
+            run: RunState::None,
+            counters: Counters::default(),
+        })
+    }
+}
+
 impl Control for Console {
     fn request(&self, iface: &Arc<Iface>, from: [u8; 4], req: &[u8], reply: &mut Payload) {
+        // Who asks before what: a console not allowed learns nothing and costs one line.
+        if !self.inner.st.lock().node.allow.contains(from) {
+            *reply = self.refuse(from, req);
+            return;
+        }
         let req = match Request::decode(req) {
             Ok(r) => r,
             Err(why) => {

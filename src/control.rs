@@ -33,6 +33,9 @@ pub(crate) const MAX_SIZE: u64 = 64 << 20;
 pub(crate) const MAX_OFFSET: u32 = 1 << 20;
 /// Most transfers in flight per peer.
 pub(crate) const MAX_CONCURRENCY: u16 = 256;
+/// Most bytes of buffers one START may make a node allocate (every worker's buffer:
+/// offset and size, times the concurrency, times the peers).
+pub(crate) const MAX_BUFFERS: u64 = 1 << 30;
 /// Longest timed test, in seconds.
 pub(crate) const MAX_SECONDS: u64 = 86_400;
 /// Most transfers of a counted test.
@@ -204,6 +207,17 @@ impl Start {
             && (1..=MAX_SIZE).contains(&self.size)
             && (1..=MAX_PEERS).contains(&usize::from(self.npeers))
             && (self.test != Test::Ping || (self.size == 1 && self.offset == 0))
+            && self.buffers() <= MAX_BUFFERS
+    }
+
+    /// Bytes of buffers the test allocates (bounded by the fields' own limits: no overflow).
+    pub(crate) fn buffers(&self) -> u64 {
+        if self.test == Test::Ping {
+            return 0;
+        }
+        (self.size + u64::from(self.offset))
+            * u64::from(self.concurrency)
+            * u64::from(self.npeers)
     }
 }
 

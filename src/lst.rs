@@ -10,9 +10,10 @@
 //! the transport's callback API ([`api::submit`]) with a fresh seed, so every transfer's
 //! pattern differs from the last; the completion callback ([`Client::done`]) counts the
 //! outcome per peer and starts the slot's next transfer. No thread waits per transfer:
-//! the only one is the writer of the command, which waits until every slot has ended (so
-//! no callback outlives the module) and restarts, after a pause, the slots whose last
-//! transfer failed (so a peer that refuses at once is not spun on).
+//! the only one is the writer of the command (or, for a test a console started, its work
+//! item: `crate::console`), which waits until every slot has ended (so no callback
+//! outlives the module) and restarts, after a pause, the slots whose last transfer failed
+//! (so a peer that refuses at once is not spun on).
 
 use kernel::{
     new_condvar, new_mutex,

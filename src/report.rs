@@ -479,8 +479,7 @@ impl LstFile {
 #[pin_data]
 pub(crate) struct ConsoleFile {
     ifaces: Arc<Ifaces>,
-    /// The answers of the last command; held while one is asked, so commands go one at a
-    /// time.
+    /// The answers of the last command.
     #[pin]
     last: Mutex<Option<Result<ask::Answers, Error>>>,
 }
@@ -489,11 +488,12 @@ impl ConsoleFile {
     fn run(&self, reader: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 640];
         let cmd = read_command("console", reader, &mut buf, ConsoleCmd::parse)?;
-        let mut last = self.last.lock();
         self.ifaces.reap();
+        // Not under `last`: a reader does not wait for the nodes (fastreg-lst serializes its
+        // commands with an flock on the file).
         let r = ask::ask(&self.ifaces, &cmd);
         let status = r.as_ref().map(|_| ()).map_err(|e| *e);
-        *last = Some(r);
+        *self.last.lock() = Some(r);
         status
     }
 

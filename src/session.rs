@@ -90,7 +90,7 @@ impl Session {
 pub(crate) enum Admitted {
     /// Nothing (a JOIN, a QUERY).
     Nothing,
-    /// Start this test (the caller refuses with [`EALREADY`] while one runs).
+    /// Start this test (the caller refuses with `control::EALREADY` while one runs).
     Start(Start),
     /// Stop the test (STOP, LEAVE).
     Stop,
@@ -105,6 +105,10 @@ pub(crate) enum Admitted {
 pub(crate) struct Node {
     /// The consoles allowed.
     pub(crate) allow: Allow,
+    /// Refused consoles already logged (each once, until it is allowed), and refusals.
+    logged: Allow,
+    /// Requests refused because their console was not allowed.
+    pub(crate) refusals: u64,
     /// The session, if any (possibly expired: see [`Node::expire`]).
     pub(crate) session: Option<Session>,
 }
@@ -116,6 +120,22 @@ impl Node {
             Some(s) if s.left_ms(now_ms) == 0 => self.session.take(),
             _ => None,
         }
+    }
+
+    /// Counts a request of `ip` refused as not allowed; whether to log it (the first time
+    /// for this address, for the first [`MAX_ALLOWED`] addresses).
+    pub(crate) fn refuse(&mut self, ip: [u8; 4]) -> bool {
+        self.refusals += 1;
+        self.logged.add(ip) == Ok(true)
+    }
+
+    /// Allows `ip`: `Ok(false)` when it was already, `Err(())` when the list is full.
+    pub(crate) fn allow(&mut self, ip: [u8; 4]) -> Result<bool, ()> {
+        let r = self.allow.add(ip);
+        if r.is_ok() {
+            self.logged.remove(ip);
+        }
+        r
     }
 
     /// Denies `ip`; returns whether it was allowed, and its session, which ends.

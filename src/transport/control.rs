@@ -89,6 +89,10 @@ impl Conn {
         cookie: u64,
         req: &Payload,
     ) -> core::result::Result<(), &'static str> {
+        // Room for the answer first: a request is acted on only when it can be answered.
+        if !Self::owed_room(st) {
+            return Err("more transfers in flight than the queue depth");
+        }
         let mut reply = Payload::new();
         self.iface
             .control
@@ -111,7 +115,10 @@ impl Conn {
         if x.t.kind() != Kind::Ping || x.ctl.is_none() {
             return Err("answer of another kind of transfer");
         }
-        x.ctl = Some(*reply);
+        match x.ctl.as_mut() {
+            Some(p) => **p = *reply,
+            None => return Err("answer of another kind of transfer"),
+        }
         self.apply(st, i, XEvent::Answered { inv_all: false });
         Ok(())
     }

@@ -135,7 +135,8 @@ impl Conn {
     pub(super) fn send_ping(&self, st: &mut ConnState, i: usize) -> Result {
         let x = &st.xfers[i];
         let cookie = x.cookie;
-        match x.ctl {
+        // A copy: the record is borrowed from the state the send needs.
+        match x.ctl.as_deref().copied() {
             Some(p) => {
                 let req = Body::Control {
                     reply: false,

@@ -509,8 +509,9 @@ struct Xfer {
     record: bool,
     /// Its last try to take MRs found none (it is in the pool's line).
     waits_mrs: bool,
-    /// A console's request (a round trip, [`Kind::Ping`]): the request, then the answer.
-    ctl: Option<crate::control::Payload>,
+    /// A console's request (a round trip, [`Kind::Ping`]): the request, then the answer
+    /// (boxed: records are moved on the completion path's stack).
+    ctl: Option<KBox<crate::control::Payload>>,
 }
 
 /// How the sink of a PUT checks its data, and whom it tells.

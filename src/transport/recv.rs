@@ -267,6 +267,12 @@ impl Conn {
         self.on(st, Event::Error, why);
     }
 
+    /// Whether one more request of the peer fits within the queue depth it agreed to.
+    pub(super) fn owed_room(st: &ConnState) -> bool {
+        let depth = st.params.map_or(0, |p| usize::from(p.queue_depth));
+        st.owed.len() + st.sinks.len() < depth
+    }
+
     /// A request of the peer (ping, PUT, GET) to answer. The peer has at most
     /// `queue_depth` transfers in flight, so the requests not yet answered and the PUTs
     /// registered for it stay within that: a peer that exceeds it is closed.
@@ -275,8 +281,7 @@ impl Conn {
         st: &mut ConnState,
         o: Owed,
     ) -> core::result::Result<(), &'static str> {
-        let depth = st.params.map_or(0, |p| usize::from(p.queue_depth));
-        if st.owed.len() + st.sinks.len() >= depth {
+        if !Self::owed_room(st) {
             return Err("more transfers in flight than the queue depth");
         }
         if let Owed::Get { size, regs, .. } = &o {

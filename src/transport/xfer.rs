@@ -47,7 +47,7 @@ pub(crate) struct Outcome {
     /// Microseconds from the submission to the end.
     pub(crate) usecs: u64,
     /// A console's request: the node's answer, when it came.
-    pub(crate) reply: Option<crate::control::Payload>,
+    pub(crate) reply: Option<KBox<crate::control::Payload>>,
 }
 
 /// Who is told of the outcome of the transfers it submits.
@@ -148,6 +148,13 @@ impl Conn {
         // The lists of a record reported before, when there is one: at steady state a
         // submission (from a client's callback, in a completion handler) allocates nothing.
         let (mut free, mut local, mut pending) = st.spare.pop().unwrap_or_default();
+        let ctl = match req {
+            Request::Control(p) => match KBox::new(p, GFP_KERNEL) {
+                Ok(b) => Some(b),
+                Err(e) => return Err((e.into(), region)),
+            },
+            _ => None,
+        };
         let mut room = || -> Result {
             let more = st.xfers.len() + 1;
             st.finished.reserve(more, GFP_KERNEL)?;
@@ -193,10 +200,7 @@ impl Conn {
                 token,
                 record,
                 waits_mrs: false,
-                ctl: match req {
-                    Request::Control(p) => Some(p),
-                    _ => None,
-                },
+                ctl,
             },
             GFP_NOWAIT,
         );

@@ -8,7 +8,9 @@
 # gives each client the servers lst would; stat samples rates and bandwidth per group;
 # errors ends with "Total 0 error nodes"; and when the console goes silent (its fastreg-lst
 # is SIGKILLed in the middle of a 5-minute run), the nodes' leases expire and their tests
-# stop by themselves.
+# stop by themselves. Last, node 2 is killed (SIGKILL of its QEMU) in the middle of a run:
+# the console reports it as an error node, and the other client ends its run clean; node 2 boots again (its first incarnation's points are shown, not
+# counted).
 #@ cluster --node x86_64 --node arm64-64k --node x86_64 --params "timeout=60" --timeout 2400
 . "$FASTREG_TOP/tests/cluster/lib.sh"
 
@@ -43,6 +45,12 @@ joined_and_left() {
 	logged 1 "console: $C holds this node" && listed "l['session'] is None"
 }
 
+# ran_clean_timed NAME: a timed run succeeded with transfers, no error, nothing corrupt.
+ran_clean_timed() {
+	[ "$(cat /tmp/"$1".rc)" = 0 ] || { cat /tmp/"$1".err /tmp/"$1".json; return 1; }
+	OUT=/tmp/$1.json expect "r['status'] == 'ok' and r['ops'] > 0 and r['errors'] == 0 and r['corrupt'] == 0 and r['error_nodes'] == 0"
+}
+
 # logged N PATTERN: this node's kernel log has PATTERN at least N times since the mark.
 logged() {
 	local n
@@ -50,8 +58,19 @@ logged() {
 	[ "$n" -ge "$1" ] || { echo "'$2' logged $n times, not $1"; return 1; }
 }
 
+if [ "$FASTREG_INCARNATION" -gt 0 ]; then
+	# Node 2, booted again after the kill of step 7.
+	ktap_begin 4
+	check "booted again, as incarnation 1" [ "$FASTREG_INCARNATION" = 1 ]
+	barrier reborn
+	check "every MR back in the pool (live == free)" all_free
+	check "rmmod, no fastreg resource left" clean_unload
+	check "no kernel errors" no_kernel_errors
+	ktap_end
+	exit 0
+fi
 if [ "$ME" = 0 ]; then
-	ktap_begin 13
+	ktap_begin 15
 else
 	ktap_begin 8
 fi
@@ -121,14 +140,15 @@ c, v = g['clients'], g['servers']
 assert c['write_mib_per_s']['min'] > 0 and c['write_ops_per_s']['avg'] > 0, c
 assert v['read_mib_per_s']['avg'] > 0 and v['nodes'] == 1, v
 assert c['write_mib_per_s']['min'] <= c['write_mib_per_s']['avg'] <= c['write_mib_per_s']['max'], c
-" || cat /tmp/stat.jsonl
+"
+	check "  the sampled run: no error" ran_clean_timed bg
 	check "errors: Total 0 error nodes" bash -c "$LST errors --via $C clients=$N1,$N2 servers=$C | tee /tmp/errors.out | tail -n 1 | grep -qx 'Total 0 error nodes' || { cat /tmp/errors.out; false; }"
 fi
 barrier sampled
 
 # 6. The console goes silent in the middle of a run: the leases expire, the tests stop.
 if [ "$ME" = 0 ]; then
-	"$LST" run --via "$C" --lease "$LEASE" --interval 1 --from "$N1,$N2" --to "$C" brw write --size 64k \
+	"$LST" run --via "$C" --lease "$LEASE" --timeout 2 --interval 1 --from "$N1,$N2" --to "$C" brw write --size 64k \
 		--seconds 300 >/tmp/silent.out 2>&1 &
 	pid=$!
 	# Killed once both clients run (its progress line says so).
@@ -147,7 +167,36 @@ else
 fi
 barrier silent
 
-check "every MR back in the pool (live == free)" all_free
+# 7. A client node dies in the middle of a run: reported as an error node, the other ends.
+barrier lost
+if [ "$ME" = 0 ]; then
+	"$LST" run --via "$C" --json-lines --interval 1 --timeout 5 --from "$N1,$N2" --to "$C" \
+		brw write --size 64k --check full --seconds 40 >/tmp/lost.jsonl 2>/tmp/lost.err &
+	pid=$!
+	within 60 grep -q '"running": 2' /tmp/lost.jsonl
+	"$FASTREG_NODECTL" kill 2 || echo "# kill failed"
+	wait "$pid"
+	rc=$?
+	check "node 2 killed mid-run: an error node (lost), node 1's run clean, exit 1" python3 -c "
+import json
+lines = [json.loads(l) for l in open('/tmp/lost.jsonl')]
+r = lines[-1]
+n = {x['node']: x for x in r['nodes'] if x['role'] == 'client'}
+assert $rc == 1 and r['error_nodes'] == 1 and r['status'] == 'failed', r
+assert n['$N2']['state'] == 'lost' and n['$N2']['error_node'], n
+assert n['$N1']['state'] == 'done' and n['$N1']['errors'] == 0 and n['$N1']['corrupt'] == 0 and n['$N1']['ops'] > 0, n
+assert any(p['progress']['error_nodes'] == 1 for p in lines[:-1] if 'progress' in p), 'no progress line counted it'
+"
+	"$FASTREG_NODECTL" boot 2 || echo "# boot failed"
+elif [ "$ME" = 2 ]; then
+	sleep 900 # killed here
+	exit 1
+fi
+barrier reborn
+
+# Node 0 served node 2's transfers when it died: those sinks go once the connection is
+# found dead (keepalive and timeout).
+check "every MR back in the pool (live == free)" within 90 all_free
 check "rmmod, no fastreg resource left" clean_unload
 check "no kernel errors" no_kernel_errors
 ktap_end

@@ -196,6 +196,44 @@ fn payload_fits_a_message() {
 }
 
 #[test]
+fn buffers_capped() {
+    let mut s = start(&[B; MAX_PEERS]);
+    s.concurrency = MAX_CONCURRENCY;
+    s.offset = 0;
+    s.size = MAX_BUFFERS / (u64::from(MAX_CONCURRENCY) * MAX_PEERS as u64);
+    assert!(s.valid());
+    assert_eq!(s.buffers(), MAX_BUFFERS);
+    s.offset = 1;
+    assert!(!s.valid());
+    s.offset = 0;
+    s.size = MAX_SIZE;
+    assert!(!s.valid());
+    // A ping allocates nothing.
+    s.test = Test::Ping;
+    s.size = 1;
+    assert!(s.valid());
+}
+
+#[test]
+fn refusals_logged_once() {
+    let mut n = Node::default();
+    assert!(n.refuse(A));
+    assert!(!n.refuse(A));
+    assert!(n.refuse(B));
+    assert_eq!(n.refusals, 3);
+    // Allowed, then denied: logged again.
+    assert_eq!(n.allow(A), Ok(true));
+    assert_eq!(n.deny(A), (true, None));
+    assert!(n.refuse(A));
+    // Past MAX_ALLOWED addresses, counted only.
+    for i in 0..MAX_ALLOWED as u8 {
+        n.refuse([192, 168, 1, i]);
+    }
+    assert!(!n.refuse([172, 16, 0, 1]));
+    assert_eq!(n.refusals, 5 + MAX_ALLOWED as u64);
+}
+
+#[test]
 fn allow_list() {
     let mut a = Allow::default();
     assert!(!a.contains(A));
@@ -270,6 +308,10 @@ fn any_request() -> impl Strategy<Value = Request> {
     )
         .prop_map(|(t, check, concurrency, offset, size, span, peers)| {
             let test = [Test::Ping, Test::Read, Test::Write][t as usize];
+            // Within what a node allocates for one START.
+            let cap = MAX_BUFFERS / (u64::from(concurrency) * peers.len() as u64);
+            let offset = (u64::from(offset) % cap.min(u64::from(MAX_OFFSET) + 1)) as u32;
+            let size = 1 + (size - 1) % (cap - u64::from(offset)).min(MAX_SIZE);
             let (size, offset) = if test == Test::Ping {
                 (1, 0)
             } else {

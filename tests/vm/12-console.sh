@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# The selftest console's trust model and its ends, in one VM (tests/cluster/04-console.sh
+# has the runs across nodes): two consoles, A (10.1.0.1) and A2 (10.1.0.3, a second
+# interface on A's device), drive node B (10.1.0.2) over the veth pair. A console that is
+# not allowed is refused, with one log line however often it asks; a node is in one
+# session at a time (the second console is told who holds it); Ctrl-C stops the test on
+# the node and leaves the session; denying the console of a running test ends its
+# session and stops the test, and that console's run ends, counting the node in error.
+#@ vm
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/veth.sh"
+. "$(dirname "$0")/lst.sh"
+
+A=$VETH_ADDR0 B=$VETH_ADDR1 A2=10.1.0.3
+
+# A second address on A's side, with its route and neighbour, and an interface on it.
+second_console() {
+	ip addr add $A2/32 dev veth_v0 &&
+		ip route replace $A2/32 dev veth_v1 &&
+		ip neigh replace $A2 lladdr "$(cat /sys/class/net/veth_v0/address)" dev veth_v1 nud permanent &&
+		ctl iface add $RXE_DEV0 $A2
+}
+
+# listing WHAT: `fastreg-lst console list --json` satisfies the Python expression WHAT on l.
+listing() {
+	"$LST" --json console list >/tmp/l.json &&
+		python3 -c "import json, sys; l = json.load(open('/tmp/l.json')); sys.exit(0 if ($1) else 1)" ||
+		{ cat /tmp/l.json; return 1; }
+}
+
+# refused_quietly: 20 more requests of A refused: still one log line, all counted.
+refused_quietly() {
+	local i
+	for i in $(seq 20); do
+		"$LST" errors --via $A n=$B >/dev/null 2>&1
+	done
+	[ "$(dmesg | grep -c "console: refused $A: not an allowed console")" = 1 ] || { dmesg | grep refused; return 1; }
+	"$LST" console list | grep -Eq "^refused (2[1-9]|[3-9][0-9])$" || { "$LST" console list; return 1; }
+}
+
+# long_run NAME VIA: a 120-second run from B to A in the background, driven by VIA; its
+# pid in $RUN_PID (in this shell: not inside `check`, whose command runs in a subshell).
+long_run() {
+	"$LST" run --via "$2" --interval 1 --from $B --to $A brw write --size 4k --concurrency 2 \
+		--seconds 120 >/tmp/"$1".out 2>&1 &
+	RUN_PID=$!
+}
+
+# await_end S NAME: waits (in this shell) up to S seconds for the background run to end;
+# /tmp/NAME.end then says "ended RC" or "running".
+await_end() {
+	local i
+	for i in $(seq "$1"); do
+		kill -0 "$RUN_PID" 2>/dev/null || break
+		sleep 1
+	done
+	if kill -0 "$RUN_PID" 2>/dev/null; then
+		echo running >/tmp/"$2".end
+		kill -9 "$RUN_PID"
+	fi
+	wait "$RUN_PID"
+	[ -s /tmp/"$2".end ] || echo "ended $?" >/tmp/"$2".end
+}
+
+# ended NAME RC: the background run NAME ended by itself with exit status RC.
+ended() {
+	[ "$(cat /tmp/"$1".end)" = "ended $2" ] || { cat /tmp/"$1".end /tmp/"$1".out; return 1; }
+}
+
+within() {
+	local limit=$1 start=$SECONDS
+	shift
+	until "$@" 2>/dev/null; do
+		[ $((SECONDS - start)) -lt "$limit" ] || { "$@"; return 1; }
+		sleep 0.5
+	done
+}
+
+ktap_begin 19
+check "two $RDMA_KIND devices on a veth pair" veth_up
+before=$(resource_counts)
+check "insmod timeout=10" load timeout=10
+check "a second console's interface ($A2)" second_console
+dmesg_mark
+
+# Refused: nobody is allowed by default.
+check "a console not allowed is refused, and told how to be allowed" bash -c \
+	"! $LST run --via $A --from $B --to $A ping --count 5 2>/tmp/r.err &&
+	grep -q '$B: refused: this console ($A) is not allowed there (on $B: fastreg-lst console allow $A)' /tmp/r.err ||
+	{ cat /tmp/r.err; false; }"
+check "  logged once however often it asks, every refusal counted" refused_quietly
+"$LST" console allow $A >/dev/null
+"$LST" console allow $A2 >/dev/null
+check "console allow: both listed" listing "l['allowed'] == ['$A', '$A2']"
+
+# One session at a time.
+long_run first $A
+check "a run from A holds B" within 60 grep -q "1 of 1 clients running" /tmp/first.out
+check "  a second console (A2) is refused: busy, and told who holds B" bash -c \
+	"! $LST run --via $A2 --from $B --to $A ping --count 5 2>/tmp/busy.err &&
+	grep -Eq '$B: busy: in session 0x[0-9a-f]+ of console $A \\([0-9]+ s of its lease left\\)' /tmp/busy.err ||
+	{ cat /tmp/busy.err; false; }"
+
+# Ctrl-C.
+kill -INT "$RUN_PID"
+await_end 15 first
+check "Ctrl-C: the run ends within 15 s" ended first 1
+check "  the test stopped on B, the session left" listing "l['test'] == 'stopped' and l['session'] is None"
+check "  interrupted, the client not counted in error" bash -c \
+	"grep -q 'stopping the test on every node' /tmp/first.out && grep -qx 'Total 0 error nodes' /tmp/first.out &&
+	grep -qx 'status: interrupted' /tmp/first.out || { cat /tmp/first.out; false; }"
+
+# Deny ends the session of a running test.
+long_run second $A2
+check "a run from A2 holds B" within 60 grep -q "1 of 1 clients running" /tmp/second.out
+"$LST" console deny $A2 >/dev/null
+check "console deny A2: the session ends, the test stops" within 15 listing \
+	"l['test'] == 'stopped' and l['session'] is None and l['allowed'] == ['$A']"
+await_end 20 second
+check "  A2's run ends, B in error (refused from then on)" ended second 1
+check "  and it says so" grep -q "$B: refused: this console ($A2) is not allowed there" /tmp/second.out
+
+unload_checks "$before"
+ktap_end
