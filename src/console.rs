@@ -309,7 +309,6 @@ impl Console {
         // Called on the receive path (a completion workqueue that may serve reclaim): no
         // allocation that waits for memory.
         q.try_spawn(GFP_NOWAIT, move || me.run(iface, s, generation))
-            .map(|_| ())
             .map_err(|_| ENOMEM)
     }
 
@@ -379,7 +378,11 @@ impl Console {
                 Ip(from)
             );
         }
-        let op = req.first().copied().and_then(Op::from_u8).unwrap_or(Op::Query);
+        let op = req
+            .first()
+            .copied()
+            .and_then(Op::from_u8)
+            .unwrap_or(Op::Query);
         Payload::reply(&Reply {
             op,
             status: control::EPERM,

@@ -123,8 +123,8 @@ impl ConsoleCmd {
                 "from" => c.from = Some(parse_ipv4(v).ok_or("bad IPv4 address")?),
                 "session" => c.req.session = num(v, 0, u64::MAX)?,
                 "lease" => {
-                    let l = *LEASE_MS.start() as u64..=*LEASE_MS.end() as u64;
-                    c.req.lease_ms = num(v, *l.start(), *l.end())? as u32;
+                    let (lo, hi) = (*LEASE_MS.start(), *LEASE_MS.end());
+                    c.req.lease_ms = num(v, lo.into(), hi.into())? as u32;
                 }
                 "timeout" => c.timeout_ms = num(v, 100, MAX_TIMEOUT_MS.into())? as u32,
                 "test" => {

@@ -215,9 +215,7 @@ impl Start {
         if self.test == Test::Ping {
             return 0;
         }
-        (self.size + u64::from(self.offset))
-            * u64::from(self.concurrency)
-            * u64::from(self.npeers)
+        (self.size + u64::from(self.offset)) * u64::from(self.concurrency) * u64::from(self.npeers)
     }
 }
 

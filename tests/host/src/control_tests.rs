@@ -190,7 +190,7 @@ fn requests_refused() {
 #[test]
 fn payload_fits_a_message() {
     assert_eq!(MAX_PAYLOAD, crate::wire::MAX_CONTROL);
-    assert!(START_LEN + 4 * MAX_PEERS <= MAX_PAYLOAD && REPLY_LEN <= MAX_PAYLOAD);
+    const { assert!(START_LEN + 4 * MAX_PEERS <= MAX_PAYLOAD && REPLY_LEN <= MAX_PAYLOAD) };
     let r = Reply::decode(&[0u8; REPLY_LEN], Op::Query);
     assert_eq!(r, Err(Bad::Op));
 }
