@@ -122,14 +122,14 @@ pub(crate) fn ask(ifaces: &Ifaces, cmd: &ConsoleCmd) -> Result<Answers> {
         GFP_KERNEL,
     )?;
     let client: Arc<dyn Client> = fan.clone();
-    let payload = Payload::request(&cmd.req);
+    let payload = Arc::new(Payload::request(&cmd.req), GFP_KERNEL)?;
     let port = iface.addr().port;
     for (i, ip) in nodes.iter().enumerate() {
         let peer = SockAddr { ip: *ip, port };
         let r = api::submit(
             &iface,
             peer,
-            Request::Control(payload),
+            Request::Control(payload.clone()),
             None,
             cmd.timeout_ms,
             client.clone(),

@@ -167,6 +167,19 @@ impl Console {
     }
 }
 
+/// What a run counted, as a reply carries it (the node's clock and data moved apart).
+fn counted(p: &lst::Progress) -> Counters {
+    Counters {
+        ops: p.ops,
+        bytes: p.bytes,
+        errors: p.errors.map(|e| u32::try_from(e).unwrap_or(u32::MAX)),
+        corrupt: p.corrupt,
+        usecs: p.usecs,
+        first_error: p.first_error,
+        ..Counters::default()
+    }
+}
+
 /// A console side's listing (`console list`), for formatting.
 pub(crate) struct Listing<'a>(&'a Console);
 
@@ -208,18 +221,7 @@ impl Inner {
     /// `iface` moved.
     fn counters(st: &State, iface: &Iface, now_us: u64) -> Counters {
         let mut c = match &st.run {
-            Some(run) => {
-                let p = run.progress();
-                Counters {
-                    ops: p.ops,
-                    bytes: p.bytes,
-                    errors: p.errors.map(|e| u32::try_from(e).unwrap_or(u32::MAX)),
-                    corrupt: p.corrupt,
-                    usecs: p.usecs,
-                    first_error: p.first_error,
-                    ..Counters::default()
-                }
-            }
+            Some(run) => counted(&run.progress()),
             None => st.last,
         };
         let [rx_ops, rx_bytes, tx_ops, tx_bytes] = iface.moved();
@@ -277,15 +279,7 @@ impl Inner {
         if st.generation != generation {
             return;
         }
-        st.last = Counters {
-            ops: p.ops,
-            bytes: p.bytes,
-            errors: p.errors.map(|e| u32::try_from(e).unwrap_or(u32::MAX)),
-            corrupt: p.corrupt,
-            usecs: p.usecs,
-            first_error: p.first_error,
-            ..Counters::default()
-        };
+        st.last = counted(&p);
         st.state = if stopped {
             RunState::Stopped
         } else {

@@ -448,6 +448,14 @@ impl Run {
                 return Err(EINTR);
             }
         }
+        self.report(&sh, started)
+    }
+
+    /// The report of a run whose slots have all ended. Apart from [`Run::wait`], whose
+    /// frame stays on the stack under every transfer it restarts (the submission path,
+    /// completions included, runs on it): the counts it copies are large.
+    #[inline(never)]
+    fn report(&self, sh: &Shared, started: u32) -> Result<Report> {
         let usecs = self.start.elapsed().as_micros_ceil() as u64;
         let mut total = Stats::new();
         let mut out = KVec::with_capacity(self.peers.len(), GFP_KERNEL)?;

@@ -143,7 +143,7 @@ impl Iface {
     ) -> Result {
         let region = match self.established(peer)? {
             Some(conn) => {
-                match conn.submit(req, region, timeout_ms, client.clone(), token, false) {
+                match conn.submit(req.clone(), region, timeout_ms, client.clone(), token, false) {
                     Ok(()) => return Ok(()),
                     // The connection failed meanwhile: connect again, below.
                     Err((_, region)) => region,
@@ -547,7 +547,7 @@ impl Iface {
                 }
             };
             let submitted = conn.submit(
-                p.req,
+                p.req.clone(),
                 p.region.take(),
                 p.timeout_ms,
                 p.client.clone(),

@@ -13,8 +13,9 @@
 
 use super::*;
 
-/// An operation on a peer.
-#[derive(Clone, Copy, Debug)]
+/// An operation on a peer. Small (it is passed by value down the submission path, whose
+/// stack the completion path shares): a console's request is shared, not carried.
+#[derive(Clone, Debug)]
 pub(crate) enum Request {
     /// An IMMEDIATE round trip.
     Ping,
@@ -33,7 +34,7 @@ pub(crate) enum Request {
         check: Check,
     },
     /// A console's request (`crate::control`), answered in [`Outcome::reply`].
-    Control(crate::control::Payload),
+    Control(Arc<crate::control::Payload>),
 }
 
 /// The outcome of an operation, given to its client.
@@ -118,7 +119,7 @@ impl Conn {
         if !matches!(req, Request::Ping | Request::Control(_)) && region.is_none() {
             return Err((EINVAL, region));
         }
-        if let (Request::Put { .. }, Some(r)) = (req, &region) {
+        if let (Request::Put { .. }, Some(r)) = (&req, &region) {
             // Filled before the record exists: the buffer is the caller's until then.
             if let Err(e) = region::write_pattern(r, seed, check) {
                 return Err((e, region));
@@ -131,7 +132,7 @@ impl Conn {
         let inline = st
             .params
             .is_some_and(|p| len > 0 && len <= usize::from(p.max_inline));
-        let kind = match (req, inline) {
+        let kind = match (&req, inline) {
             (Request::Ping | Request::Control(_), _) => Kind::Ping,
             (Request::Put { .. }, true) => Kind::PutInline,
             (Request::Put { .. }, false) => Kind::Put,
@@ -148,8 +149,8 @@ impl Conn {
         // The lists of a record reported before, when there is one: at steady state a
         // submission (from a client's callback, in a completion handler) allocates nothing.
         let (mut free, mut local, mut pending) = st.spare.pop().unwrap_or_default();
-        let ctl = match req {
-            Request::Control(p) => match KBox::new(p, GFP_KERNEL) {
+        let ctl = match &req {
+            Request::Control(p) => match KBox::new(**p, GFP_KERNEL) {
                 Ok(b) => Some(b),
                 Err(e) => return Err((e.into(), region)),
             },
