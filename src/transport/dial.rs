@@ -143,7 +143,14 @@ impl Iface {
     ) -> Result {
         let region = match self.established(peer)? {
             Some(conn) => {
-                match conn.submit(req.clone(), region, timeout_ms, client.clone(), token, false) {
+                match conn.submit(
+                    req.clone(),
+                    region,
+                    timeout_ms,
+                    client.clone(),
+                    token,
+                    false,
+                ) {
                     Ok(()) => return Ok(()),
                     // The connection failed meanwhile: connect again, below.
                     Err((_, region)) => region,
