@@ -188,7 +188,8 @@ pub(crate) enum Fault {
     StaleGet,
 }
 
-fn parse_num<T: TryFrom<u64>>(v: &str, min: u64, max: u64) -> Result<T, ParseError> {
+/// Parses a number (with [`parse_size`]'s suffixes) within `min..=max`, as a `T`.
+pub(crate) fn parse_num<T: TryFrom<u64>>(v: &str, min: u64, max: u64) -> Result<T, ParseError> {
     let n = parse_size(v).ok_or("bad number")?;
     if n < min || n > max {
         return Err("value out of range");

@@ -13,7 +13,7 @@
 use crate::{
     command::{
         parse_ipv4,
-        parse_size,
+        parse_num,
         ParseError, //
     },
     control::{
@@ -45,14 +45,6 @@ pub(crate) struct ConsoleCmd {
     pub(crate) req: Request,
     /// How long each node's answer is waited for.
     pub(crate) timeout_ms: u32,
-}
-
-fn num(v: &str, min: u64, max: u64) -> Result<u64, ParseError> {
-    let n = parse_size(v).ok_or("bad number")?;
-    if n < min || n > max {
-        return Err("value out of range");
-    }
-    Ok(n)
 }
 
 /// Fills `out` with the comma-separated addresses of `v`; returns how many.
@@ -121,12 +113,12 @@ impl ConsoleCmd {
             match k {
                 "nodes" => c.nnodes = addrs(v, &mut c.nodes)?,
                 "from" => c.from = Some(parse_ipv4(v).ok_or("bad IPv4 address")?),
-                "session" => c.req.session = num(v, 0, u64::MAX)?,
+                "session" => c.req.session = parse_num(v, 0, u64::MAX)?,
                 "lease" => {
                     let (lo, hi) = (*LEASE_MS.start(), *LEASE_MS.end());
-                    c.req.lease_ms = num(v, lo.into(), hi.into())? as u32;
+                    c.req.lease_ms = parse_num(v, lo.into(), hi.into())?;
                 }
-                "timeout" => c.timeout_ms = num(v, 100, MAX_TIMEOUT_MS.into())? as u32,
+                "timeout" => c.timeout_ms = parse_num(v, 100, MAX_TIMEOUT_MS.into())?,
                 "test" => {
                     test = Some(match v {
                         "ping" => Test::Ping,
@@ -135,8 +127,8 @@ impl ConsoleCmd {
                         _ => return Err("test is ping, read or write"),
                     })
                 }
-                "size" => st.size = num(v, 1, crate::control::MAX_SIZE)?,
-                "offset" => st.offset = num(v, 0, crate::control::MAX_OFFSET.into())? as u32,
+                "size" => st.size = parse_num(v, 1, crate::control::MAX_SIZE)?,
+                "offset" => st.offset = parse_num(v, 0, crate::control::MAX_OFFSET.into())?,
                 "check" => {
                     st.check = match v {
                         "none" => 0,
@@ -146,10 +138,12 @@ impl ConsoleCmd {
                     }
                 }
                 "concurrency" => {
-                    st.concurrency = num(v, 1, crate::control::MAX_CONCURRENCY.into())? as u16
+                    st.concurrency = parse_num(v, 1, crate::control::MAX_CONCURRENCY.into())?
                 }
-                "count" => span = Some(Span::Count(num(v, 1, crate::control::MAX_COUNT)?)),
-                "seconds" => span = Some(Span::Seconds(num(v, 1, crate::control::MAX_SECONDS)?)),
+                "count" => span = Some(Span::Count(parse_num(v, 1, crate::control::MAX_COUNT)?)),
+                "seconds" => {
+                    span = Some(Span::Seconds(parse_num(v, 1, crate::control::MAX_SECONDS)?))
+                }
                 "peers" => st.npeers = addrs(v, &mut st.peers)? as u8,
                 _ => return Err("unknown console setting"),
             }
