@@ -172,9 +172,12 @@ def groups_arg(text):
 
 def distribute(clients, servers, dist):
     """lst's --distribute C:S: client i gets the S consecutive servers (wrapping) from
-    ((i // C) * S) % len(servers). 1:1 pairs them; 1:N gives every client N servers."""
+    ((i // C) * S) % len(servers). 1:1 pairs them; 1:N gives every client N servers. S
+    may not exceed the servers (lst refuses it too: a client would get one twice)."""
     c, s = dist
-    s = min(s, len(servers))
+    if s > len(servers):
+        raise Failure(f"--distribute {c}:{s} gives each client {s} servers; --to has "
+                      f"{len(servers)}")
     out = {}
     for i, node in enumerate(clients):
         first = ((i // c) * s) % len(servers)
@@ -396,6 +399,37 @@ def rates(a, b):
     )
 
 
+STAT_SELECT = {"what": ("rate", "bw"), "side": ("read", "write"), "figure": ("avg", "min", "max")}
+
+
+def selected(args):
+    """lst stat's selectors given (--bw --rate, --read --write, --avg --min --max), or
+    None: each kind not named means all of its kind."""
+    sel = {kind: [o for o in opts if getattr(args, o, False)] for kind, opts in STAT_SELECT.items()}
+    if not any(sel.values()):
+        return None
+    return {kind: sel[kind] or list(STAT_SELECT[kind]) for kind in sel}
+
+
+def show_group(grp, sel):
+    """A group's sample as lst prints it ([Rates of G], [R]/[W] Avg/Min/Max; [Bandwidth
+    of G] likewise), the parts `sel` (selected()) names, or all of them."""
+    sel = sel or STAT_SELECT
+    out = []
+    for what, title, unit, key in (("rate", "Rates", "ops/s", "ops_per_s"),
+                                   ("bw", "Bandwidth", "MiB/s", "mib_per_s")):
+        if what not in sel["what"]:
+            continue
+        out.append(f"[{title} of {grp['group']}]")
+        for side, tag in (("read", "R"), ("write", "W")):
+            if side not in sel["side"]:
+                continue
+            v = grp[f"{side}_{key}"]
+            out.append(f"[{tag}] " + " ".join(f"{f.capitalize()}: {v[f]:.2f} {unit}"
+                                             for f in ("avg", "min", "max") if f in sel["figure"]))
+    return out
+
+
 def stat(args):
     """fastreg-lst stat GROUP...: rates and bandwidth per group, read [R] and write [W]
     sides, avg/min/max across the group's nodes, every --delay seconds."""
@@ -424,16 +458,8 @@ def stat(args):
             emit(out, args.json_lines)
         else:
             for grp in out["groups"]:
-                print(f"[Rates of {grp['group']}]")
-                for side, k in (("R", "read_ops_per_s"), ("W", "write_ops_per_s")):
-                    v = grp[k]
-                    print(f"[{side}] Avg: {v['avg']:.2f} ops/s Min: {v['min']:.2f} ops/s "
-                          f"Max: {v['max']:.2f} ops/s")
-                print(f"[Bandwidth of {grp['group']}]")
-                for side, k in (("R", "read_mib_per_s"), ("W", "write_mib_per_s")):
-                    v = grp[k]
-                    print(f"[{side}] Avg: {v['avg']:.2f} MiB/s Min: {v['min']:.2f} MiB/s "
-                          f"Max: {v['max']:.2f} MiB/s")
+                for line in show_group(grp, selected(args)):
+                    print(line)
             if failed:
                 print(f"Failed to stat on {len(failed)} nodes:")
                 for f in out["failed"]:

@@ -40,10 +40,10 @@ for f in scripts/*.sh tests/vm/*.sh tests/cluster/*.sh .ci/run; do
 done
 
 echo "python syntax"
-for f in scripts/fastreg-lst scripts/*.py; do
+for f in scripts/fastreg-lst scripts/*.py tests/host/py/*.py; do
 	python3 -m py_compile "$f" 2>&1 && continue
 	bad=1
 done
-find scripts -name __pycache__ -type d -exec rm -rf {} + 2>/dev/null || true
+find scripts tests/host/py -name __pycache__ -type d -exec rm -rf {} + 2>/dev/null || true
 
 [ $bad -eq 0 ] && echo "lint: clean" || { echo "lint: findings above"; exit 1; }

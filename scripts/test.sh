@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make test`: host unit tests, the module builds, the VM tests, then the multi-node tests
+# `make test`: host unit tests (cargo test, and python3 -m unittest for fastreg-lst's
+# console), the module builds, the VM tests, then the multi-node tests
 # (tests/cluster, through scripts/cluster.sh). Ends with the line
 # "N passed, N failed" over all of them; exits non-zero if anything failed.
 set -uo pipefail
@@ -27,6 +28,17 @@ p=${p:-0} f=${f:-0}
 [ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
 echo "host tests: $p passed, $f failed"
 add "$p" "$f"
+
+echo "==== host tests (python3 -m unittest: fastreg-lst's console)"
+out=$(PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/host/py 2>&1)
+rc=$?
+printf '%s\n' "$out" | tail -n 3
+n=$(printf '%s\n' "$out" | sed -nE 's/^Ran ([0-9]+) tests? .*/\1/p')
+f=$(printf '%s\n' "$out" | sed -nE 's/^FAILED \((.*)\)$/\1/p' | grep -oE '(failures|errors)=[0-9]+' | cut -d= -f2 | paste -sd+ | bc)
+n=${n:-0} f=${f:-0}
+[ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+echo "python tests: $((n - f < 0 ? 0 : n - f)) passed, $f failed"
+add $((n - f < 0 ? 0 : n - f)) "$f"
 
 echo "==== module build (one per kernel kind: $TEST_KINDS)"
 for kind in $TEST_KINDS; do

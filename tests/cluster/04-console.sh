@@ -6,11 +6,13 @@
 # stat and errors. A node allows no console by default and refuses one it did not allow,
 # naming the reason; runs go both ways with every byte checked and no error; --distribute
 # gives each client the servers lst would; stat samples rates and bandwidth per group;
-# errors ends with "Total 0 error nodes"; and when the console goes silent (its fastreg-lst
-# is SIGKILLed in the middle of a 5-minute run), the nodes' leases expire and their tests
-# stop by themselves. Last, node 2 is killed (SIGKILL of its QEMU) in the middle of a run:
-# the console reports it as an error node, and the other client ends its run clean; node 2 boots again (its first incarnation's points are shown, not
-# counted).
+# errors ends with "Total 0 error nodes"; the example of selftest.rst runs as written (read
+# from the document). When the console goes silent, the nodes' leases expire and their
+# tests stop by themselves: first its fastreg-lst is SIGKILLed in the middle of a 5-minute
+# run; then (step 8) the console is node 2 and its whole VM is killed. Node 2 is also
+# killed (SIGKILL of its QEMU) in the middle of a run as a client (step 7): the console
+# reports it as an error node, and the other client ends its run clean. Node 2 boots twice
+# again (the points of its killed incarnations are shown, not counted).
 #@ cluster --node x86_64 --node arm64-64k --node x86_64 --params "timeout=60" --timeout 2400
 . "$FASTREG_TOP/tests/cluster/lib.sh"
 
@@ -58,11 +60,44 @@ logged() {
 	[ "$n" -ge "$1" ] || { echo "'$2' logged $n times, not $1"; return 1; }
 }
 
-if [ "$FASTREG_INCARNATION" -gt 0 ]; then
-	# Node 2, booted again after the kill of step 7.
-	ktap_begin 4
+# doc_example: the commands of selftest.rst's example, one per line, without "fastreg-lst ".
+doc_example() {
+	sed -n '/^An example, run as written by ``tests\/cluster\/04-console.sh``/,/^lst and fastreg-lst$/p' \
+		"$FASTREG_TOP/Documentation/selftest.rst" | sed -n 's/^    fastreg-lst //p'
+}
+
+# ran_as_written ARGS: fastreg-lst ARGS (a line of the example, words split as a shell
+# would) exits 0; run says "Total 0 error nodes" and ends "status: ok", errors ends with
+# "Total 0 error nodes", stat prints every group and no failure.
+ran_as_written() {
+	local rc
+	eval "set -- $1"
+	"$LST" "$@" >/tmp/example.out 2>&1
+	rc=$?
+	case "$1" in
+	run) grep -qx 'Total 0 error nodes' /tmp/example.out && tail -n 1 /tmp/example.out | grep -qx 'status: ok' ;;
+	errors) tail -n 1 /tmp/example.out | grep -qx 'Total 0 error nodes' ;;
+	stat) grep -q '^\[Bandwidth of clients\]' /tmp/example.out && grep -q '^\[Bandwidth of servers\]' /tmp/example.out &&
+		! grep -q '^Failed' /tmp/example.out ;;
+	esac && [ $rc = 0 ] || { echo "exit $rc:"; cat /tmp/example.out; return 1; }
+}
+
+VM_CONSOLE_OUT=$FASTREG_RUN/vm-console.out
+if [ "$FASTREG_INCARNATION" = 1 ]; then
+	# Node 2, booted again after the kill of step 7: the console of step 8, killed there.
+	ktap_begin 1
 	check "booted again, as incarnation 1" [ "$FASTREG_INCARNATION" = 1 ]
 	barrier reborn
+	barrier allowed_vm
+	"$LST" run --lease "$LEASE" --timeout 2 --interval 1 --from "$N1" --to "$C" brw write --size 64k \
+		--seconds 300 >"$VM_CONSOLE_OUT" 2>&1
+	echo "# the run ended: its VM was not killed"
+	exit 1
+elif [ "$FASTREG_INCARNATION" -gt 1 ]; then
+	# Node 2, booted again after the kill of step 8.
+	ktap_begin 4
+	check "booted again, as incarnation 2" [ "$FASTREG_INCARNATION" = 2 ]
+	barrier reborn_again
 	check "every MR back in the pool (live == free)" all_free
 	check "rmmod, no fastreg resource left" clean_unload
 	check "no kernel errors" no_kernel_errors
@@ -70,9 +105,9 @@ if [ "$FASTREG_INCARNATION" -gt 0 ]; then
 	exit 0
 fi
 if [ "$ME" = 0 ]; then
-	ktap_begin 15
+	ktap_begin $((19 + $(doc_example | wc -l)))
 else
-	ktap_begin 8
+	ktap_begin 10
 fi
 dmesg_mark
 barrier start
@@ -146,6 +181,15 @@ assert c['write_mib_per_s']['min'] <= c['write_mib_per_s']['avg'] <= c['write_mi
 fi
 barrier sampled
 
+# 5b. The example of selftest.rst, as written (no --via, no --json).
+if [ "$ME" = 0 ]; then
+	check "selftest.rst's example has its 4 commands" [ "$(doc_example | wc -l)" = 4 ]
+	while IFS= read -r line; do
+		check "as written: fastreg-lst $line" ran_as_written "$line"
+	done < <(doc_example)
+fi
+barrier example
+
 # 6. The console goes silent in the middle of a run: the leases expire, the tests stop.
 if [ "$ME" = 0 ]; then
 	"$LST" run --via "$C" --lease "$LEASE" --timeout 2 --interval 1 --from "$N1,$N2" --to "$C" brw write --size 64k \
@@ -193,6 +237,25 @@ elif [ "$ME" = 2 ]; then
 	exit 1
 fi
 barrier reborn
+
+# 8. The console is node 2, and its VM dies in the middle of a run (node 1 the client,
+# node 0 the server): both leases expire, node 1's test stops.
+if [ "$ME" != 2 ]; then
+	dmesg_mark
+	"$LST" console allow "$N2" >/dev/null
+fi
+barrier allowed_vm
+if [ "$ME" = 0 ]; then
+	check "node 2 is the console of a run from node 1 to node 0" within 180 grep -q "1 of 1 clients running" "$VM_CONSOLE_OUT"
+	check "the console's VM (node 2) killed mid-run" "$FASTREG_NODECTL" kill 2
+	check "the lease of the dead console expired here (its server)" within $((LEASE + 25)) logged 1 "console: session .* of $N2 expired"
+	"$FASTREG_NODECTL" boot 2 || echo "# boot failed"
+else
+	# Node 1 waits for the console's start, node 0's wait and the kill, and the lease.
+	check "the lease of the dead console expired here (its client)" within $((180 + LEASE + 25)) logged 1 "console: session .* of $N2 expired"
+	check "  and the test stopped" within 20 logged 1 "console: test over (stopped)"
+fi
+barrier reborn_again
 
 # Node 0 served node 2's transfers when it died: those sinks go once the connection is
 # found dead (keepalive and timeout).
