@@ -28,6 +28,8 @@ PACKAGES=(
 	clang-19 libclang-19-dev lld-19 llvm-19
 	# Kernel build dependencies.
 	make bison flex bc libelf-dev libssl-dev cpio kmod dwarves xz-utils patch
+	# objdump and c++filt for scripts/stack-depth.py.
+	binutils
 	# VM and RDMA user space (the guest shares the host's root file system).
 	qemu-system-x86 udev iproute2 rdma-core ibverbs-utils perftest
 	# arm64 nodes: the emulator, and the tool that builds their Debian root file system.

@@ -53,6 +53,20 @@ for kind in $TEST_KINDS; do
 	fi
 done
 
+# fastreg's own frames on the deepest path from any entry point (static; the budget, 13
+# KiB of the 16 KiB stack, leaves the kernel's frames above and below: design.rst, "Stack").
+echo "==== stack depth (scripts/stack-depth.py --max 13312)"
+out=$(python3 scripts/stack-depth.py fastreg.ko --max 13312)
+rc=$?
+printf '%s\n' "$out" | grep -E '^over the budget|^deepest entry point'
+if [ $rc -eq 0 ]; then
+	echo "stack depth: 1 passed, 0 failed"
+	add 1 0
+else
+	echo "stack depth: 0 passed, 1 failed"
+	add 0 1
+fi
+
 echo "==== vm tests"
 counts=$(mktemp)
 FASTREG_VM_NOBUILD=1 FASTREG_COUNTS=$counts scripts/vm-tests.sh

@@ -247,7 +247,7 @@ impl Report {
 
 /// Runs test `t` from one of `ifaces`; returns when every worker has finished (or the
 /// writer is interrupted: the workers stop after their current transfer).
-pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<Report> {
+pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<KBox<Report>> {
     let iface = match t.from {
         Some(ip) => ifaces.find(ip),
         None => ifaces.first(),
@@ -399,7 +399,7 @@ impl Run {
     /// pause; then reports. `interruptible` (a writer of the `lst` file): a signal stops the
     /// run (`EINTR`, once its slots have ended: they use the module's code); otherwise (a
     /// work item) the run ends by itself or by [`Run::stop`].
-    pub(crate) fn wait(self: &Arc<Self>, interruptible: bool) -> Result<Report> {
+    pub(crate) fn wait(self: &Arc<Self>, interruptible: bool) -> Result<KBox<Report>> {
         let me: Arc<dyn Client> = self.clone();
         let started = self.workers.load(Relaxed);
         let mut sh = self.shared.lock();
@@ -451,11 +451,12 @@ impl Run {
         self.report(&sh, started)
     }
 
-    /// The report of a run whose slots have all ended. Apart from [`Run::wait`], whose
-    /// frame stays on the stack under every transfer it restarts (the submission path,
-    /// completions included, runs on it): the counts it copies are large.
+    /// The report of a run whose slots have all ended, boxed. Apart from [`Run::wait`],
+    /// whose frame (and its caller's) stays on the stack under every transfer it restarts
+    /// (the submission path, completions included, runs on it): the counts it copies are
+    /// large (a [`Stats`] is about 2 KiB), and only a pointer goes back.
     #[inline(never)]
-    fn report(&self, sh: &Shared, started: u32) -> Result<Report> {
+    fn report(&self, sh: &Shared, started: u32) -> Result<KBox<Report>> {
         let usecs = self.start.elapsed().as_micros_ceil() as u64;
         let mut total = Stats::new();
         let mut out = KVec::with_capacity(self.peers.len(), GFP_KERNEL)?;
@@ -463,12 +464,15 @@ impl Run {
             total.merge(s);
             out.push((self.peers[p], s.clone(), sh.first_error[p]), GFP_KERNEL)?;
         }
-        Ok(Report {
-            t: self.t,
-            usecs,
-            workers: started,
-            total,
-            peers: out,
-        })
+        Ok(KBox::new(
+            Report {
+                t: self.t,
+                usecs,
+                workers: started,
+                total,
+                peers: out,
+            },
+            GFP_KERNEL,
+        )?)
     }
 }

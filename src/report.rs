@@ -447,7 +447,7 @@ pub(crate) struct LstFile {
     params: Params,
     /// The last result; held while a test runs, so tests run one at a time.
     #[pin]
-    last: Mutex<Option<Result<lst::Report, Error>>>,
+    last: Mutex<Option<Result<KBox<lst::Report>, Error>>>,
 }
 
 impl LstFile {

@@ -440,18 +440,24 @@ impl Conn {
     }
 
     /// Reports the finished records, one at a time, with no lock held: a GET's data is
-    /// checked first.
+    /// checked first. A client's `done` is called from this small frame, not from the one
+    /// that held the record ([`Conn::next_outcome`]): it often submits the next transfer,
+    /// whose path to the post is deep, on the stack of a completion.
     pub(crate) fn deliver(&self) {
         self.reap(&mut self.st.lock());
+        while let Some((client, token, o)) = self.next_outcome() {
+            client.done(&client, token, o);
+        }
+    }
+
+    /// The next finished record's outcome, with its client and token; `None` when none is
+    /// left.
+    #[inline(never)]
+    fn next_outcome(&self) -> Option<(Arc<dyn Client>, usize, Outcome)> {
         loop {
             let x = {
                 let mut st = self.st.lock();
-                if st.finished.is_empty() {
-                    return;
-                }
-                let Some(mut x) = st.finished.remove(0) else {
-                    return;
-                };
+                let mut x = st.finished.remove(0)?;
                 // Its lists (empty: their MRs went back or died) serve the next record.
                 if x.free.is_empty() && x.local.is_empty() && x.pending.is_empty() {
                     let lists = (
@@ -464,13 +470,15 @@ impl Conn {
                 }
                 x
             };
-            self.report(x);
+            if let Some(out) = self.outcome(x) {
+                return Some(out);
+            }
         }
     }
 
-    /// Reports one finished record to its client.
-    fn report(&self, mut x: Xfer) {
-        let Some(r) = x.t.fire() else { return };
+    /// A finished record's outcome for its client (`None` when it was reported already).
+    fn outcome(&self, mut x: Xfer) -> Option<(Arc<dyn Client>, usize, Outcome)> {
+        let r = x.t.fire()?;
         let mut result = r.map_err(Error::from_errno);
         if x.record {
             self.iface.record_put(x.regs);
@@ -493,9 +501,7 @@ impl Conn {
             usecs: x.start.elapsed().as_micros_ceil() as u64,
             reply: x.ctl.take().filter(|_| result.is_ok()),
         };
-        let (client, token) = (x.client.clone(), x.token);
-        drop(x);
-        client.done(&client, token, o);
+        Some((x.client.clone(), x.token, o))
     }
 
     /// A GET's data against the pattern of `seed`: `EBADMSG` when it differs.
