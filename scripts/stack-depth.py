@@ -61,8 +61,16 @@ def run(*cmd, stdin=None):
 
 
 def demangle(names):
+    """Rust's v0 names through c++filt: without it the entry points are not recognized
+    and the vtables not found, so it is required."""
+    if not shutil.which('c++filt'):
+        sys.exit('stack-depth: c++filt (binutils) is needed to read the Rust names')
     names = sorted(set(names))
-    out = run('c++filt', stdin='\n'.join(names)).splitlines() if shutil.which('c++filt') else names
+    out = run('c++filt', stdin='\n'.join(names)).splitlines()
+    left = [d for d in out if d.startswith('_R')]
+    if len(out) != len(names) or left:
+        sys.exit('stack-depth: c++filt left Rust names mangled (%s): too old for v0 names'
+                 % (left[:1] or ['?'])[0])
     return {n: re.sub(r'\[[0-9a-f]{16}\]', '', d) for n, d in zip(names, out)}
 
 
@@ -82,6 +90,11 @@ def leaf(name):
 def parse(ko):
     """Functions (name -> section, address, instructions), relocations of all sections."""
     funcs, at, sec, cur = {}, {}, None, None
+    if not shutil.which('objdump'):
+        sys.exit('stack-depth: objdump (binutils) is needed')
+    head = run('objdump', '-f', ko)
+    if 'file format elf64-x86-64' not in head:
+        sys.exit('stack-depth: %s is not an x86_64 ELF object (the only kind read)' % ko)
     for line in run('objdump', '-dr', '--no-show-raw-insn', ko).splitlines():
         if line.startswith('Disassembly of section '):
             sec = line.split()[-1].rstrip(':')
@@ -136,6 +149,9 @@ def analyse(f, funcs, at, vtables):
             a = int(m.group(1), 16) if m else None
             if rel:
                 tgt = target(rel[1], rel[0], funcs, at) or ADDEND.match(rel[1]).group(1)
+                if tgt.startswith('__x86_indirect_thunk'):
+                    sys.exit('stack-depth: built with retpolines (%s): indirect calls are '
+                             'not followed through thunks; build without them' % tgt)
             elif tail and a in index:
                 succ = [index[a]]
             elif a is not None:
@@ -204,6 +220,8 @@ def main():
     ap.add_argument('-x', default=r'post_send|post_recv', help='calls out to find, caller:target')
     ap.add_argument('--max', type=int, help='fail when an entry point needs more bytes')
     a = ap.parse_args()
+    if a.max is not None and a.max <= 0:
+        ap.error('--max takes a positive number of bytes')
     funcs, at, relocs = parse(a.ko)
     dem = demangle(list(funcs) + [ADDEND.match(r[3]).group(1) for r in relocs])
     for n, f in funcs.items():
@@ -274,7 +292,12 @@ def main():
             if xb and (a.v or xex != ex):
                 print('   calls out /%s/ at %d B: %s, via %s' % (
                     a.x, xb, leaf(dem.get(xex, xex)), ' > '.join(leaf(dem[f]) for *_, f, _ in xchain)))
-    over = [(r[1][0], r[0], dem[r[3]]) for r in rows if r[0] and a.max and r[1][0] > a.max]
+    if not any(r[0] for r in rows):
+        sys.exit('stack-depth: no entry point found in %s' % a.ko)
+    # Every address-taken function is held to the budget, classified or not (a callback of
+    # a kind KINDS does not name yet must not escape it).
+    over = [(r[1][0], r[0] or 'address taken', dem[r[3]]) for r in rows
+            if a.max is not None and r[1][0] > a.max]
     print('\nOther address-taken functions (vtables, fmt callbacks), deepest first:')
     for total, fn in sorted(others, reverse=True)[:None if a.v else 8]:
         print('%6d B  %s' % (total, short(dem[fn], 100)))
@@ -295,10 +318,10 @@ def main():
             print('  %s: %s' % (short(dem[fn], 80), t))
         for t, v in vtables:
             print('vtable %s: %s' % (t, ', '.join('+%#x %s' % (k, leaf(dem[x])) for k, x in v.items())))
-    if a.max:
+    if a.max is not None:
         for b, k, f in over:
             print('over the budget of %d B: %d B, %s: %s' % (a.max, b, k, short(f, 70)))
-        print('deepest entry point: %d B of %d B' % (max(r[1][0] for r in rows if r[0]), a.max))
+        print('deepest entry point: %d B of %d B' % (max(r[1][0] for r in rows), a.max))
         sys.exit(1 if over else 0)
 
 

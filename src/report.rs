@@ -451,11 +451,18 @@ pub(crate) struct LstFile {
 }
 
 impl LstFile {
+    /// Interfaces found dead are torn down first, apart from the command's frame: their
+    /// transfers' outcomes can start new ones (design.rst, "Stack").
     fn run(&self, reader: &mut UserSliceReader) -> Result {
+        self.ifaces.reap();
+        self.run_command(reader)
+    }
+
+    #[inline(never)]
+    fn run_command(&self, reader: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 256];
         let t = read_command("lst", reader, &mut buf, command::Lst::parse)?;
         let mut last = self.last.lock();
-        self.ifaces.reap();
         let r = lst::run(&self.ifaces, &t, self.params.timeout.saturating_mul(1000));
         let status = match &r {
             Ok(rep) if rep.clean() => Ok(()),
@@ -485,10 +492,16 @@ pub(crate) struct ConsoleFile {
 }
 
 impl ConsoleFile {
+    /// As [`LstFile::run`]: dead interfaces first, apart from the command's frame.
     fn run(&self, reader: &mut UserSliceReader) -> Result {
+        self.ifaces.reap();
+        self.run_command(reader)
+    }
+
+    #[inline(never)]
+    fn run_command(&self, reader: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 640];
         let cmd = read_command("console", reader, &mut buf, ConsoleCmd::parse)?;
-        self.ifaces.reap();
         // Not under `last`: a reader does not wait for the nodes (fastreg-lst serializes its
         // commands with an flock on the file).
         let r = ask::ask(&self.ifaces, &cmd);
