@@ -6,7 +6,8 @@
 # not allowed is refused, with one log line however often it asks; a node is in one
 # session at a time (the second console is told who holds it); Ctrl-C stops the test on
 # the node and leaves the session; denying the console of a running test ends its
-# session and stops the test, and that console's run ends, counting the node in error.
+# session and stops the test, and that console's run ends, counting the node in error; a
+# server whose interface goes away mid-run is counted lost, and the run ends.
 #@ vm
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/veth.sh"
@@ -77,7 +78,7 @@ within() {
 	done
 }
 
-ktap_begin 19
+ktap_begin 22
 check "two $RDMA_KIND devices on a veth pair" veth_up
 before=$(resource_counts)
 check "insmod timeout=10" load timeout=10
@@ -120,6 +121,24 @@ check "console deny A2: the session ends, the test stops" within 15 listing \
 await_end 20 second
 check "  A2's run ends, B in error (refused from then on)" ended second 1
 check "  and it says so" grep -q "$B: refused: this console ($A2) is not allowed there" /tmp/second.out
+
+# A server gone in the middle of a run (its interface deleted; 04-console kills a client
+# node): counted lost, the client's transfers to it fail, and the run ends by itself.
+"$LST" run --via $A --json-lines --interval 1 --timeout 3 --from $B --to $A2 brw write --size 4k \
+	--concurrency 2 --seconds 20 >/tmp/third.out 2>/tmp/third.err &
+RUN_PID=$!
+check "a run from B to A2 (A the console)" within 60 grep -q '"running": 1' /tmp/third.out
+ctl iface del $A2
+await_end 60 third
+check "A2's interface deleted mid-run: the run ends by itself, exit 1" ended third 1
+check "  A2 lost and an error node; B's transfers to it failed, none corrupt" python3 -c "
+import json
+r = json.loads(open('/tmp/third.out').read().splitlines()[-1])
+n = {x['node']: x for x in r['nodes']}
+assert r['status'] == 'failed' and r['error_nodes'] == 2, r
+assert n['$A2']['role'] == 'server' and n['$A2']['state'] == 'lost' and n['$A2']['error_node'], n
+assert n['$B']['errors'] > 0 and n['$B']['corrupt'] == 0 and n['$B']['error_node'], n
+"
 
 unload_checks "$before"
 ktap_end
