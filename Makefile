@@ -9,7 +9,7 @@
 #                   selftest suite on siw, the rxe link-flap reproducer
 #   make test-debug every VM suite on the sanitizer kernel (make test runs a subset on it)
 #   make fuzz       the fuzzing peer's long run: 100,000 mutated messages (tests/vm/10-fuzz.sh;
-#                   FUZZ_COUNT=N FUZZ_SEED=S for a part, seeds S and S+1)
+#                   FUZZ_COUNT=N FUZZ_SEED=S for a part, seeds S and S+1; FUZZ_RATE per million)
 #   make soak       3 nodes, 30 min of mixed traffic with faults and a fuzzing peer part-time
 #                   (SOAK_MINUTES=N for another length); figures from scripts/soak-report.py
 #   make bench      fastreg vs perftest and nvme-rdma, one VM and two nodes: build/bench/
@@ -52,7 +52,7 @@ test-debug:
 	@FASTREG_KERNEL=debug FASTREG_VM_NOBUILD=1 FASTREG_VM_TIMEOUT=3600 scripts/vm-tests.sh
 
 fuzz: module
-	@scripts/vm.sh --no-load --timeout 50400 -- bash tests/vm/10-fuzz.sh $${FUZZ_COUNT:-100000} $${FUZZ_SEED:-1}
+	@scripts/vm.sh --no-load --timeout 50400 -- bash tests/vm/10-fuzz.sh $${FUZZ_COUNT:-100000} $${FUZZ_SEED:-1} $${FUZZ_RATE:-25000}
 
 soak:
 	@scripts/setup.sh kinds x86_64 arm64-64k

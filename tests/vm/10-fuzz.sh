@@ -12,22 +12,26 @@
 # connection naming the reason, count the reasons (fastreg-lst stat), serve again once
 # the fuzzing stops, and leave nothing after rmmod.
 #
-# Usage in the VM: 10-fuzz.sh [MUTATIONS [SEED]] (default 1000 from seed 1, in make test;
-# `make fuzz` runs 100,000, FUZZ_COUNT and FUZZ_SEED to run them in parts; the two phases
-# take seeds SEED and SEED + 1; on the sanitizer kernel, where a mutation costs about 1.7 s,
-# make test-debug).
+# Usage in the VM: 10-fuzz.sh [MUTATIONS [SEED [RATE]]] (default 1000 from seed 1, one
+# message in 40 mutated, in make test; `make fuzz` runs 100,000, FUZZ_COUNT, FUZZ_SEED and
+# FUZZ_RATE to run them in parts; the two phases take seeds SEED and SEED + 1; RATE is per
+# million messages; on the sanitizer kernel, where a mutation costs about 1.7 s, make
+# test-debug).
 #@ vm --timeout 2400
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/veth.sh"
 . "$(dirname "$0")/lst.sh"
+
+# fd 3: the suite's own output, for progress from inside a check.
+exec 3>&1
 
 TOTAL=${1:-1000}
 SEED=${2:-1}
 CTL=$DBG/ctl
 A=$VETH_ADDR0
 B=$VETH_ADDR1
-# One message in 40 mutated: a connection lives for a few dozen messages.
-RATE=25000
+# One message in 40 mutated by default: a connection lives for a few dozen messages.
+RATE=${3:-25000}
 
 # fuzz_left: mutations B still has to make (empty when it is not fuzzing).
 fuzz_left() {
@@ -57,7 +61,9 @@ fuzz_phase() {
 		left=$(fuzz_left)
 		[ -n "$left" ] && [ "$left" -gt 0 ] || break
 		[ $((SECONDS - start)) -lt $limit ] || { echo "# $left mutations left after $limit s"; return 1; }
-		[ $((i % 20)) -ne 0 ] || echo "# seed $seed: $((count - left)) of $count mutations"
+		# To the suite's own output (fd 3): `check` keeps what its command prints.
+		[ $((i % 20)) -ne 0 ] ||
+			echo "# seed $seed: $((count - left)) of $count mutations, $((SECONDS - start)) s" >&3
 	done
 	ctl fuzz "$B" off
 }
@@ -108,7 +114,7 @@ check "A and B connected" wait_for ctl ping "$A" "$B" 1
 dmesg_mark
 start=$SECONDS
 S2=$((SEED + 1))
-check "A runs brw to B while B mutates $half messages (seed $SEED)" fuzz_phase "$SEED" "$half" "$A" "$B"
+check "A runs brw to B while B mutates $half messages (seed $SEED, $RATE per million)" fuzz_phase "$SEED" "$half" "$A" "$B"
 check "  B made all $half mutations" made_all "$SEED" "$half"
 check "  A: transfers ran, no corruption it did not report" a_survived "$SEED"
 check "B runs brw to A while B mutates $((TOTAL - half)) of its requests (seed $S2)" \
