@@ -93,6 +93,8 @@ bool fastreg_should_fail_wr(u32 kinds);
 /* ib_post_send() is static inline. */
 int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 			 const struct ib_send_wr **bad_wr);
+/* A fault-injection hook of fastreg_ib_post_send(): the device refuses the whole chain. */
+int fastreg_post_refused(struct ib_qp *qp);
 /*
  * The first IPv4 address of the net device under @port of @device (network byte order),
  * or 0: ib_device_get_netdev() plus the RCU accessors of inetdevice.h, which are inline.

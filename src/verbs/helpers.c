@@ -95,9 +95,29 @@ unsigned int fastreg_sg_dma_len(struct scatterlist *sg)
 	return sg_dma_len(sg);
 }
 
+/*
+ * A fault-injection hook, as should_failslab() is: it does nothing, and fail_function
+ * makes it return an error. fastreg_ib_post_send() then refuses the whole chain as a
+ * driver does when the first work request cannot go (a full send queue, a QP in error):
+ * the error, and bad_wr at that first request. Failing fastreg_ib_post_send() itself
+ * leaves bad_wr unset, which says that where the device stopped is unknown. The QP is
+ * looked at so that the compiler cannot take the result as known and drop the call.
+ */
+noinline int fastreg_post_refused(struct ib_qp *qp)
+{
+	return qp ? 0 : -EINVAL;
+}
+ALLOW_ERROR_INJECTION(fastreg_post_refused, ERRNO);
+
 int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 			 const struct ib_send_wr **bad_wr)
 {
+	int ret = fastreg_post_refused(qp);
+
+	if (ret) {
+		*bad_wr = wr;
+		return ret;
+	}
 	return ib_post_send(qp, wr, bad_wr);
 }
 ALLOW_ERROR_INJECTION(fastreg_ib_post_send, ERRNO);

@@ -249,10 +249,33 @@ bulk_counters() {
 	done
 }
 
+# On iWARP the connecting side speaks first, with a NOOP once established (transport.rst,
+# "Who speaks first"): the accepting side posts nothing until it heard from it. A NOOP
+# that the device refuses (fail_function on fastreg_post_refused, -ENOMEM, once: the first
+# send of A's new connection is refused whole, as a full send queue would) fails the
+# connection, naming it, instead of leaving both sides waiting; with the fault gone the
+# next connection opens.
+FF=/sys/kernel/debug/fail_function
+open_noop_fails() {
+	local fn=fastreg_post_refused left
+	ctl close $VETH_ADDR0 $VETH_ADDR1 >/dev/null 2>&1
+	wait_for bash -c "! grep -q '^  conn ' $CONNS" || return 1
+	dmesg_mark
+	echo $fn >"$FF/inject" || return 1
+	printf '%#x\n' -12 >"$FF/$fn/retval" && echo 100 >"$FF/probability" && echo 1 >"$FF/interval" &&
+		echo 0 >"$FF/verbose" && echo 1 >"$FF/times" || return 1
+	ctl ping $VETH_ADDR0 $VETH_ADDR1 1 >/dev/null 2>&1
+	left=$(cat "$FF/times")
+	echo "!$fn" >"$FF/inject"
+	[ "$left" -lt 1 ] || { echo "$fn never failed"; return 1; }
+	dmesg_has "$VETH_ADDR0:7471 -> $VETH_ADDR1:7471: .*cannot open the connection" &&
+		wait_for ctl ping $VETH_ADDR0 $VETH_ADDR1 1
+}
+
 sizes=(1 4095 4096 4097 65536 1048575 1048576)
 offsets=(0 1 4095)
 
-ktap_begin $((19 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 19))
+ktap_begin $((19 + 2 * ${#sizes[@]} * ${#offsets[@]} + 1 + 20))
 check "two rxe devices on a veth pair" veth_up
 check "insmod timeout=5" load timeout=5
 default_ifaces() {
@@ -311,6 +334,13 @@ check "oversized registration count: refused" fault_refused regs "size or regist
 check "wrong length: refused" fault_refused length "length field does not match"
 check "after a PUT, an RDMA WRITE with the sink's old rkey fails (the key died)" stale_rkey_refused
 check "traffic resumes on a new connection after the faults" bulk put 1 65536
+if [ "$RDMA_KIND" = siw ]; then
+	check "iWARP: an opening NOOP that cannot be posted fails the connection, naming it; the next opens" \
+		open_noop_fails
+else
+	skip "iWARP: an opening NOOP that cannot be posted fails the connection, naming it; the next opens" \
+		"InfiniBand and RoCE connections open with no NOOP"
+fi
 # siw's TCP between the two local addresses goes over loopback, not the veth (the test
 # kernel has no policy routing to send it out), so netem and link flaps on the veth do not
 # reach it: what needs them is skipped on siw.

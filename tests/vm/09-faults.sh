@@ -29,6 +29,7 @@ FUNCS=(
 	"fastreg_ib_alloc_mr -12"
 	"fastreg_ib_map_mr_sg -22"
 	"fastreg_ib_post_send -12"
+	"fastreg_post_refused -12"
 	"fastreg_ib_post_recv -12 cannot repost a receive buffer"
 	"fastreg_ib_dma_map_sg 0"
 )

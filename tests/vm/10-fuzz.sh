@@ -73,8 +73,8 @@ fuzz_phase() {
 a_survived() {
 	local ops errs corrupt
 	read -r ops errs corrupt < <(awk '{ o += $1; e += $2; c += $3 } END { print o + 0, e + 0, c + 0 }' "/tmp/fuzz-$1")
-	echo "seed $1: $ops transfers, $errs failed, $corrupt reported corrupt" >>/tmp/fuzz-figures
-	[ "$ops" -gt 0 ] || { echo "no transfer ran"; return 1; }
+	echo "seed $1: $ops transfers good, $errs failed, $corrupt reported corrupt" >>/tmp/fuzz-figures
+	[ "$ops" -gt 0 ] || { echo "no transfer was good"; return 1; }
 }
 
 # closed_by_reason: A's interface counts connections closed by reason, and names them.
