@@ -87,6 +87,13 @@ impl CmHandler for Ctx {
                     st.draining = true;
                     conn.kick(None);
                 }
+                // On iWARP the connecting side's NOOP is its first send, posted before the
+                // lock is dropped below (where a request woken by the establishment could
+                // go first); if it cannot go, the connection failed, saying so.
+                conn.open_iwarp(&mut st);
+                if st.state != State::Established {
+                    return;
+                }
                 if conn.active {
                     // Lock order: the interface's state before a connection's.
                     let stamp = st.peer_stamp;
@@ -108,7 +115,6 @@ impl CmHandler for Ctx {
                     st.params.map(|p| p.page_size).unwrap_or(0),
                     st.params.map(|p| p.max_inline).unwrap_or(0)
                 );
-                conn.open_iwarp(&mut st);
                 conn.pump(&mut st);
             }
             CmEvent::Rejected(status, private) => {

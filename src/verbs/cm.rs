@@ -396,7 +396,7 @@ impl<T: CmHandler> Endpoint<T> {
         let cqe = match Completion::arm(done, chain) {
             Ok(cqe) => cqe,
             Err(chain) => {
-                self.sq.release(n);
+                self.sq.refused(n);
                 return Err((PostError::Device(EBUSY.to_errno()), Some(chain)));
             }
         };
@@ -411,7 +411,7 @@ impl<T: CmHandler> Endpoint<T> {
         // signalled one is last, and posting stops at the first failure).
         let chain = unsafe { Completion::<H>::disarm(cqe) };
         if bad.cast_mut() == first {
-            self.sq.release(n);
+            self.sq.refused(n);
             Err((PostError::Device(ret), Some(chain)))
         } else {
             // Part of the chain may be on the send queue: keep it until the QP is drained.

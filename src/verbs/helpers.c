@@ -101,7 +101,8 @@ unsigned int fastreg_sg_dma_len(struct scatterlist *sg)
  * driver does when the first work request cannot go (a full send queue, a QP in error):
  * the error, and bad_wr at that first request. Failing fastreg_ib_post_send() itself
  * leaves bad_wr unset, which says that where the device stopped is unknown. The QP is
- * looked at so that the compiler cannot take the result as known and drop the call.
+ * looked at so that the compiler cannot take the result as known and drop the call;
+ * without CONFIG_FUNCTION_ERROR_INJECTION nothing calls it.
  */
 noinline int fastreg_post_refused(struct ib_qp *qp)
 {
@@ -112,11 +113,14 @@ ALLOW_ERROR_INJECTION(fastreg_post_refused, ERRNO);
 int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 			 const struct ib_send_wr **bad_wr)
 {
-	int ret = fastreg_post_refused(qp);
+	if (IS_ENABLED(CONFIG_FUNCTION_ERROR_INJECTION)) {
+		int ret = fastreg_post_refused(qp);
 
-	if (ret) {
-		*bad_wr = wr;
-		return ret;
+		if (ret) {
+			if (bad_wr)
+				*bad_wr = wr;
+			return ret;
+		}
 	}
 	return ib_post_send(qp, wr, bad_wr);
 }

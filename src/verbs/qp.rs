@@ -157,6 +157,17 @@ impl SendQueue {
         st.budget.capacity() - st.budget.used()
     }
 
+    /// Gives back the room of `n` work requests that [`SendQueue::admit`] admitted but the
+    /// device refused (none of them was posted): neither in flight nor counted as posted.
+    pub(super) fn refused(&self, n: u32) {
+        {
+            let mut st = self.state.lock();
+            st.posted_wrs = st.posted_wrs.saturating_sub(u64::from(n));
+        }
+        POSTED_WRS.fetch_sub(u64::from(n), Relaxed);
+        self.release(n);
+    }
+
     /// Gives back room for `n` work requests (completed, or not posted).
     pub(super) fn release(&self, n: u32) {
         let mut st = self.state.lock();

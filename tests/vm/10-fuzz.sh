@@ -32,6 +32,8 @@ A=$VETH_ADDR0
 B=$VETH_ADDR1
 # One message in 40 mutated by default: a connection lives for a few dozen messages.
 RATE=${3:-25000}
+[[ $RATE =~ ^[0-9]+$ ]] && [ "$RATE" -ge 1 ] && [ "$RATE" -le 1000000 ] ||
+	{ echo "Bail out! RATE is mutations per million messages, 1 to 1000000, not '$RATE'"; exit 1; }
 
 # fuzz_left: mutations B still has to make (empty when it is not fuzzing).
 fuzz_left() {
@@ -48,7 +50,7 @@ fuzz_phase() {
 	local seed=$1 count=$2 from=$3 to=$4 i=0 start=$SECONDS left op size off
 	local limit=$((600 + 2 * count))
 	: >"/tmp/fuzz-$seed"
-	ctl fuzz "$B" seed="$seed" rate=$RATE count="$count" || return 1
+	ctl fuzz "$B" seed="$seed" rate="$RATE" count="$count" || return 1
 	while :; do
 		for op in write read; do
 			for size in 1000 4096 65537 1048576; do
