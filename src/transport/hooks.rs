@@ -258,6 +258,13 @@ impl Conn {
         let slot = match r {
             Ok(slot) => slot,
             Err(e) => {
+                // A connection that failed on it (the device may have taken part of the
+                // chain) names the MRs and `region`'s pages until its QP is drained: the
+                // caller frees the region only after that. One still established posted
+                // nothing.
+                while !matches!(st.state, State::Established | State::Closed) {
+                    self.cv.wait(&mut st);
+                }
                 give_up(res, &mut local, &mut inv);
                 return Err(e);
             }

@@ -160,17 +160,22 @@ impl SendQueue {
     /// Gives back the room of `n` work requests that [`SendQueue::admit`] admitted but the
     /// device refused (none of them was posted): neither in flight nor counted as posted.
     pub(super) fn refused(&self, n: u32) {
-        {
-            let mut st = self.state.lock();
-            st.posted_wrs = st.posted_wrs.saturating_sub(u64::from(n));
-        }
+        let mut st = self.state.lock();
+        st.posted_wrs = st.posted_wrs.saturating_sub(u64::from(n));
+        Self::give_back(&mut st, n);
+        drop(st);
         POSTED_WRS.fetch_sub(u64::from(n), Relaxed);
-        self.release(n);
+        self.room.notify_all();
     }
 
     /// Gives back room for `n` work requests (completed, or not posted).
     pub(super) fn release(&self, n: u32) {
-        let mut st = self.state.lock();
+        Self::give_back(&mut self.state.lock(), n);
+        self.room.notify_all();
+    }
+
+    /// The budget part of [`SendQueue::release`], within the caller's critical section.
+    fn give_back(st: &mut SqState, n: u32) {
         if !st.budget.release(n) {
             pr_warn!(
                 "send queue: released {} WRs with {} of {} in flight\n",
@@ -179,8 +184,6 @@ impl SendQueue {
                 st.budget.capacity()
             );
         }
-        drop(st);
-        self.room.notify_all();
     }
 
     /// A receive was posted on the QP.

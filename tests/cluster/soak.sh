@@ -18,7 +18,6 @@
 . "$FASTREG_TOP/tests/cluster/lib.sh"
 
 MINUTES=${1:-30}
-FF=/sys/kernel/debug/fail_function
 FW=/sys/kernel/debug/fastreg_fail_wr
 OUT=/tmp/soak.json
 PEERS=()
@@ -45,11 +44,10 @@ faults() {
 	echo "# node $ME: faults on ($(date +%T))"
 	echo 15 >"$FW/kinds" && echo 2 >"$FW/probability" && echo 1 >"$FW/interval" &&
 		echo -1 >"$FW/times" && echo 0 >"$FW/verbose"
-	echo fastreg_ib_map_mr_sg >"$FF/inject" && printf '%#x\n' -22 >"$FF/fastreg_ib_map_mr_sg/retval" &&
-		echo 1 >"$FF/probability" && echo 1 >"$FF/interval" && echo -1 >"$FF/times" && echo 0 >"$FF/verbose"
+	ff_arm fastreg_ib_map_mr_sg -22 1 -1
 	at "$b"
 	echo 0 >"$FW/probability"
-	echo '!fastreg_ib_map_mr_sg' >"$FF/inject"
+	ff_disarm fastreg_ib_map_mr_sg
 	publish faults "$(dmesg | grep -c 'fastreg: .*(injected)')"
 	echo "# node $ME: faults off ($(date +%T)): $(published 0 faults) completions failed on purpose"
 }

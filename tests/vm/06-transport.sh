@@ -255,20 +255,16 @@ bulk_counters() {
 # send of A's new connection is refused whole, as a full send queue would) fails the
 # connection, naming it, instead of leaving both sides waiting; with the fault gone the
 # next connection opens.
-FF=/sys/kernel/debug/fail_function
 open_noop_fails() {
 	local fn=fastreg_post_refused left
 	ctl close $VETH_ADDR0 $VETH_ADDR1 >/dev/null 2>&1
 	wait_for bash -c "! grep -q '^  conn ' $CONNS" || return 1
 	dmesg_mark
-	echo $fn >"$FF/inject" || return 1
-	if printf '%#x\n' -12 >"$FF/$fn/retval" && echo 100 >"$FF/probability" &&
-		echo 1 >"$FF/interval" && echo 0 >"$FF/verbose" && echo 1 >"$FF/times"; then
-		ctl ping $VETH_ADDR0 $VETH_ADDR1 1 >/dev/null 2>&1
-		left=$(cat "$FF/times")
-	fi
-	echo "!$fn" >"$FF/inject"
-	[ "${left:-1}" -lt 1 ] || { echo "$fn never failed"; return 1; }
+	ff_arm $fn -12 100 1 || return 1
+	ctl ping $VETH_ADDR0 $VETH_ADDR1 1 >/dev/null 2>&1
+	left=$(ff_left)
+	ff_disarm $fn
+	[ "$left" -lt 1 ] || { echo "$fn never failed"; return 1; }
 	dmesg_has "$VETH_ADDR0:7471 -> $VETH_ADDR1:7471: .*cannot open the connection" &&
 		wait_for ctl ping $VETH_ADDR0 $VETH_ADDR1 1
 }

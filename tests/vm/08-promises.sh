@@ -70,7 +70,7 @@ clean_unload() {
 }
 
 DEPTHS=(1 254 255 256)
-ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 13 + 4 + 9 + 6 + 7 + 6 + 1))
+ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 14 + 4 + 9 + 6 + 7 + 6 + 1))
 
 check "veth pair with two rxe devices" veth_up
 
@@ -120,6 +120,25 @@ late() {
 	tc qdisc del dev veth_v1 root
 	[ $rc -ne 0 ] && expect "r['errors'] == 1 and r['corrupt'] == 0"
 }
+# The same write refused by the device without naming where it stopped (fail_function on
+# fastreg_ib_post_send, once: bad_wr unset), so the device may hold part of its chain, the
+# REG_MR of the command's buffer included: the connection fails naming it, and the command
+# gives its buffer back (returns) only once the QP is drained, so no connection of B's is
+# left closing then (one is until the next tick's teardown, up to a second later).
+stale_write_unposted() {
+	local fn=fastreg_ib_post_send rc left closing
+	dmesg_mark
+	ff_arm $fn -12 100 1 || return 1
+	ctl fault $B $A stale_get >/dev/null 2>&1
+	rc=$?
+	closing=$(awk -v b="$B:" '/^iface / { mine = index($3, b) == 1 } mine && / state=closing /' "$DBG/conns")
+	left=$(ff_left)
+	ff_disarm $fn
+	[ "$left" -lt 1 ] || { echo "$fn never failed"; return 1; }
+	[ $rc -ne 0 ] || { echo "the write succeeded with its chain refused"; return 1; }
+	[ -z "$closing" ] || { echo "the command returned before the drain: $closing"; return 1; }
+	dmesg_has "$B:[0-9]+ (<-|->) $A:[0-9]+: closing: the device took part of a chain"
+}
 # violation HOW IFACE N REASON OP [OPTION...]: arms misbehaviour HOW on IFACE N times, runs
 # brw OP from A to B (one transfer unless OPTIONs say otherwise), and checks that a side
 # closed the connection for REASON and that no data was reported good that was not.
@@ -141,6 +160,8 @@ check "  a GET whose answer is 4 s late fails" late
 sleep 6
 check "  an RDMA WRITE to the late GET's rkey is refused: its key died with the error" \
 	ctl fault $B $A stale_get
+check "  the same write refused by the device midway: the buffer comes back after the drain" \
+	stale_write_unposted
 check "  a source sending GET_DONE twice: the connection is closed" \
 	violation dup_done $B 1 "second answer for a transfer|answer for an unknown transfer" read --size 4096
 check "  a sink advertising one byte less: the source closes the connection" \

@@ -18,7 +18,6 @@
 . "$(dirname "$0")/lst.sh"
 
 DEV=$FASTREG_DEV
-FF=/sys/kernel/debug/fail_function
 FS=/sys/kernel/debug/failslab
 FW=/sys/kernel/debug/fastreg_fail_wr
 # fail_function points: helper, the value it returns when failed (NULL type: 0), and what
@@ -107,18 +106,14 @@ with_function() {
 	local fn=$1 ret=$2 close=$3 times=40 say=${4:-}
 	dmesg_mark
 	[ "$close" = 0 ] || ctl close "$FASTREG_ADDR" "$FASTREG_ADDR" >/dev/null 2>&1
-	echo "$fn" >"$FF/inject" || return 1
-	printf '%#x\n' "$ret" >"$FF/$fn/retval" || return 1
-	echo 20 >"$FF/probability"
+	local pct=20
 	# A new connection: every setup fails until 3 have (the dial's next rounds).
-	[ "$close" = 0 ] || { echo 100 >"$FF/probability"; times=3; }
-	echo 1 >"$FF/interval"
-	echo "$times" >"$FF/times"
-	echo 0 >"$FF/verbose"
+	[ "$close" = 0 ] || { pct=100; times=3; }
+	ff_arm "$fn" "$ret" $pct $times || return 1
 	load_runs
 	local left
-	left=$(cat "$FF/times")
-	echo "!$fn" >"$FF/inject"
+	left=$(ff_left)
+	ff_disarm "$fn"
 	[ "$left" -lt "$times" ] || { echo "$fn never failed"; return 1; }
 	# A chain refused whole was not posted at all: never taken as one the device took
 	# part of (which would fail the connection with its MRs in an unknown state).
@@ -170,14 +165,10 @@ with_pd() {
 	dmesg_mark
 	quiet || return 1
 	rdma link delete "$DEV" || return 1
-	echo $fn >"$FF/inject" || return 1
-	printf '%#x\n' -12 >"$FF/$fn/retval"
-	echo 100 >"$FF/probability"
-	echo 1 >"$FF/interval"
-	echo 1 >"$FF/times"
+	ff_arm $fn -12 100 1 || return 1
 	rdma link add "$DEV" type "$FASTREG_RDMA" netdev "$FASTREG_NIC"
-	left=$(cat "$FF/times")
-	echo "!$fn" >"$FF/inject"
+	left=$(ff_left)
+	ff_disarm $fn
 	[ "$left" -lt 1 ] || { echo "$fn never failed"; return 1; }
 	dmesg_has "fastreg: $DEV: ib_alloc_pd failed" || return 1
 	! grep -q "^$DEV:" "$DBG/devices" || { echo "$DEV used without a PD"; return 1; }

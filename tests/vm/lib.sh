@@ -230,6 +230,25 @@ no_hang() {
 	return $rc
 }
 
+# ff_arm FN RETVAL PROB TIMES: the kernel's fail_function (fault-injection.rst) makes FN
+# return RETVAL on PROB % of its calls, at most TIMES times (-1: no limit), silently; fails
+# if the kernel refuses any of it (then nothing is left armed). ff_left: how many of TIMES
+# are left. ff_disarm FN: FN runs as written again.
+FF=/sys/kernel/debug/fail_function
+ff_arm() {
+	local fn=$1
+	echo "$fn" >"$FF/inject" || return 1
+	printf '%#x\n' "$2" >"$FF/$fn/retval" && echo "$3" >"$FF/probability" &&
+		echo 1 >"$FF/interval" && echo "$4" >"$FF/times" && echo 0 >"$FF/verbose" ||
+		{ ff_disarm "$fn"; return 1; }
+}
+ff_left() {
+	cat "$FF/times"
+}
+ff_disarm() {
+	echo "!$1" >"$FF/inject"
+}
+
 # skip NAME WHY: a test point that cannot be made here, said so (KTAP SKIP: neither passed
 # nor failed in the counts).
 skip() {
