@@ -223,7 +223,9 @@ impl Conn {
     /// The write of [`Conn::fault`] with the sink's old registrations `old`: whether its
     /// chain completed without error. Waits (this is a test command's thread) for room,
     /// then for the chain; when the chain does not complete in time, the connection fails
-    /// and the wait goes on until it is flushed.
+    /// and the wait goes on until it is flushed. When the post fails with the connection
+    /// down (the device may hold part of the chain), it returns once the QP is drained:
+    /// `region` is the device's until then.
     fn stale_write(
         &self,
         res: &Arc<DevRes>,
@@ -258,10 +260,10 @@ impl Conn {
         let slot = match r {
             Ok(slot) => slot,
             Err(e) => {
-                // A connection that failed on it (the device may have taken part of the
-                // chain) names the MRs and `region`'s pages until its QP is drained: the
-                // caller frees the region only after that. One still established posted
-                // nothing.
+                // A connection no longer established (failed by this post, which the
+                // device may have taken in part) names the MRs and `region`'s pages until
+                // its QP is drained: the caller frees the region only after that. One
+                // still established posted nothing.
                 while !matches!(st.state, State::Established | State::Closed) {
                     self.cv.wait(&mut st);
                 }
