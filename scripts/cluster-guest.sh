@@ -15,6 +15,9 @@ FASTREG_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$run/env" || guest_fail "no $run/env"
 
 main() {
+	# The console has the boot log (scripts/cluster.sh); from here on the tests read the
+	# kernel's log themselves, and a serial console would slow every message down.
+	dmesg -n 1 2>/dev/null
 	guest_basics
 	local addrs=($FASTREG_NODES) mac nic="" d
 	mac=$(printf '52:54:00:fa:00:%02x' "$node")

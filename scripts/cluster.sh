@@ -129,7 +129,9 @@ boot_node() {
 	net="-netdev tap,id=fr0,ifname=$tap,script=no,downscript=no -device virtio-net-pci,netdev=fr0,mac=$mac"
 	case "$kind" in
 	x86_64 | "$DEBUG_KIND")
-		setsid ip netns exec "$ns" timeout -k 10 "$timeout" vng --run "$kdir" --disable-kvm \
+		# --verbose: the kernel's boot log goes to nodeN.console, so that a node that never
+		# reaches its script shows where it stopped (cluster-guest.sh quiets the console).
+		setsid ip netns exec "$ns" timeout -k 10 "$timeout" vng --run "$kdir" --disable-kvm --verbose \
 			--memory "$memory" --cpus "$cpus" --user root --cwd "$FASTREG_TOP" --rwdir="$run" \
 			--qemu-opts="$net" --exec "bash $FASTREG_TOP/scripts/cluster-guest.sh $i $run" \
 			</dev/null >"$run/node$i.console" 2>&1 &
