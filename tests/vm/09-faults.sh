@@ -79,13 +79,6 @@ recovered() {
 	done
 }
 
-# fired TIMES_FILE START: the attribute's `times` went down from START (it fired).
-fired() {
-	local left
-	left=$(cat "$1")
-	[ "$left" -lt "$2" ] || { echo "the fault never fired (times still $left)"; return 1; }
-}
-
 # verdict NAME [REGEX]: the load under the fault did no corrupt transfer; when transfers
 # failed, the kernel log says why (a fastreg line, with REGEX after "fastreg: " if given). Keeps
 # the figures and the first such line for the suite's diagnostics.
@@ -111,10 +104,7 @@ with_function() {
 	[ "$close" = 0 ] || { pct=100; times=3; }
 	ff_arm "$fn" "$ret" $pct $times || return 1
 	load_runs
-	local left
-	left=$(ff_left)
-	ff_disarm "$fn"
-	[ "$left" -lt "$times" ] || { echo "$fn never failed"; return 1; }
+	ff_disarm "$fn" "$times" || return 1
 	# A chain refused whole was not posted at all: never taken as one the device took
 	# part of (which would fail the connection with its MRs in an unknown state).
 	if [ "$fn" = fastreg_post_refused ] &&
@@ -161,15 +151,13 @@ quiet() {
 # in ib_core's MAD receive path (ib_mad_post_receive_mads from ib_mad_recv_done, on a QP1
 # being destroyed: Documentation/robustness.rst, "Faults"), which is not fastreg's.
 with_pd() {
-	local fn=fastreg_ib_alloc_pd left
+	local fn=fastreg_ib_alloc_pd
 	dmesg_mark
 	quiet || return 1
 	rdma link delete "$DEV" || return 1
 	ff_arm $fn -12 100 1 || return 1
 	rdma link add "$DEV" type "$FASTREG_RDMA" netdev "$FASTREG_NIC"
-	left=$(ff_left)
-	ff_disarm $fn
-	[ "$left" -lt 1 ] || { echo "$fn never failed"; return 1; }
+	ff_disarm $fn 1 || return 1
 	dmesg_has "fastreg: $DEV: ib_alloc_pd failed" || return 1
 	! grep -q "^$DEV:" "$DBG/devices" || { echo "$DEV used without a PD"; return 1; }
 	echo "fastreg_ib_alloc_pd (from ${MARK_UPTIME}s): device not used; first: $(dmesg_since_mark | grep -m1 'fastreg: ' |

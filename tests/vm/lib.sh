@@ -230,10 +230,19 @@ no_hang() {
 	return $rc
 }
 
+# fired TIMES_FILE TIMES: the fault attribute whose `times` file is TIMES_FILE, armed with
+# TIMES, fired at least once.
+fired() {
+	local left
+	left=$(cat "$1")
+	[ "$left" -lt "$2" ] || { echo "the fault never fired (times still $left)"; return 1; }
+}
+
 # ff_arm FN RETVAL PROB TIMES: the kernel's fail_function (fault-injection.rst) makes FN
 # return RETVAL on PROB % of its calls, at most TIMES times (-1: no limit), silently; fails
-# if the kernel refuses any of it (then nothing is left armed). ff_left: how many of TIMES
-# are left. ff_disarm FN: FN runs as written again.
+# if the kernel refuses any of it (then nothing is left armed). ff_disarm FN [TIMES]: FN
+# runs as written again; given the TIMES it was armed with, fails unless FN failed at
+# least once (removing FN leaves the attribute's `times` as it was).
 FF=/sys/kernel/debug/fail_function
 ff_arm() {
 	local fn=$1
@@ -242,11 +251,9 @@ ff_arm() {
 		echo 1 >"$FF/interval" && echo "$4" >"$FF/times" && echo 0 >"$FF/verbose" ||
 		{ ff_disarm "$fn"; return 1; }
 }
-ff_left() {
-	cat "$FF/times"
-}
 ff_disarm() {
 	echo "!$1" >"$FF/inject"
+	[ -z "${2:-}" ] || fired "$FF/times" "$2" || { echo "$1 never failed"; return 1; }
 }
 
 # skip NAME WHY: a test point that cannot be made here, said so (KTAP SKIP: neither passed
