@@ -65,10 +65,14 @@ closed_within() {
 }
 
 # ended_within NAME T0 LIMIT: the run NAME ended (its JSON written) at most LIMIT seconds
-# after T0 (uptime).
+# after T0 (uptime), and not before it (nothing was in flight at the loss).
 ended_within() {
 	local took
 	took=$(($(cat /tmp/"$1".end) - $2))
+	if [ "$took" -lt 0 ]; then
+		echo "the run ended $((-took)) s before the loss: nothing was in flight" | tee -a /tmp/figures
+		return 1
+	fi
 	echo "the run ended $took s after the loss (limit $3 s)" | tee -a /tmp/figures
 	[ "$took" -le "$3" ]
 }
@@ -132,14 +136,17 @@ busy() {
 	[ "$(sent)" -ge $(($1 + 16)) ]
 }
 
-# loaded_run NAME ARGS...: starts brw_bg NAME ARGS, then meets the other node at barrier
-# NAME once it is under way, so the transfers are in flight when node 1 is lost; the
-# run's end time (uptime) goes to /tmp/NAME.end.
+# loaded_run NAME ARGS...: meets the other node at barrier NAME-go, starts brw_bg NAME ARGS,
+# then meets it at barrier NAME once it is under way, so the transfers are in flight when
+# node 1 is lost; the run's end time (uptime) goes to /tmp/NAME.end. Both runs start
+# together: a node still busy with the phase before (a retried clean_both_ways) must not
+# hold the other at barrier NAME until its run has ended.
 loaded_run() {
 	local name=$1
 	shift
 	local base
 	dmesg_mark
+	barrier "$name-go"
 	base=$(sent)
 	(brw_bg "$name" "$@"; wait; uptime_s >/tmp/"$name".end) &
 	within 60 busy "$base" || echo "# $name: not under way after 60 s"
@@ -222,6 +229,7 @@ check "device: traffic both ways clean after it came back" clean_both_ways
 # 4. rmmod: fastreg unloaded on node 1 under node 0's load (node 1's own run would hold
 # the module), then loaded again.
 dmesg_mark
+barrier rmmod-go
 if [ "$ME" = 0 ]; then
 	base=$(sent)
 	(brw_bg rmmod write; wait; uptime_s >/tmp/rmmod.end) &
