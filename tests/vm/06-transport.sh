@@ -175,11 +175,11 @@ recreate_and_resume() {
 # With keepalive=1: idle connections exchange NOOPs; when the link goes down both sides find
 # out (the keepalive fails) and the periodic work tears the connections down.
 keepalive_noops() {
-	ctl ping $VETH_ADDR0 $VETH_ADDR1 1 || return 1
-	sleep 3
+	ctl ping $VETH_ADDR0 $VETH_ADDR1 1 && wait_for noops_both_ways || { cat "$CONNS"; return 1; }
+}
+noops_both_ways() {
 	conn_line $VETH_ADDR0 "->" $VETH_ADDR1 | grep -Eq ' noops_tx=[1-9][0-9]* noops_rx=[1-9]' &&
-		conn_line $VETH_ADDR1 "<-" $VETH_ADDR0 | grep -Eq ' noops_tx=[1-9][0-9]* noops_rx=[1-9]' ||
-		{ cat "$CONNS"; return 1; }
+		conn_line $VETH_ADDR1 "<-" $VETH_ADDR0 | grep -Eq ' noops_tx=[1-9][0-9]* noops_rx=[1-9]'
 }
 dead_peers_reaped() {
 	local i
@@ -443,7 +443,7 @@ check "  and on the mended links, 40 GETs to each peer without an error" \
 # after rmmod in 3 of 9 runs of this suite, `rdma resource show` faulted on their names
 # (the check passed, the listing being empty), and deleting the device hung.
 rmmod_during_traffic() {
-	local round bg tries
+	local round bg tries base
 	for round in 1 2 3; do
 		if ! loaded; then
 			# As the first round finds them: both interfaces retuned larger.
@@ -451,9 +451,12 @@ rmmod_during_traffic() {
 				ctl iface add $RXE_DEV0 $VETH_ADDR0 queue_depth=16 max_payload=4M max_regs=16 &&
 				ctl iface add $RXE_DEV1 $VETH_ADDR1 queue_depth=16 max_payload=4M max_regs=16 || return 1
 		fi
+		base=$(registrations $RXE_DEV0 $RXE_DEV1)
 		(echo "put $VETH_ADDR0 $VETH_ADDR1 0 1M 100000" >"$CTL") 2>/dev/null &
 		bg=$!
-		sleep 2
+		# Unloaded under traffic: once registrations are under way, not after a guess.
+		wait_for registered $((base + 8)) $RXE_DEV0 $RXE_DEV1 ||
+			{ echo "round $round: no transfer under way"; return 1; }
 		tries=0
 		until rmmod fastreg 2>/dev/null; do
 			tries=$((tries + 1))

@@ -36,7 +36,7 @@ perftest() {
 	local limit=$1 rc
 	shift
 	timeout "$limit" ib_send_bw -R -d $RXE_DEV1 -D 1 -p 18515 "$@" >/tmp/srv.out 2>&1 &
-	sleep 1
+	wait_for listening 18515 # the client goes once the server is ready
 	timeout "$limit" ib_send_bw -R -d $RXE_DEV0 -D 1 -p 18515 "$@" $VETH_ADDR1 >/tmp/cli.out 2>&1
 	rc=$?
 	wait
@@ -44,14 +44,19 @@ perftest() {
 	return $rc
 }
 
+perftest_rts() {
+	rdma resource show qp | grep -qE ' state RTS .*ib_send_bw'
+}
+
 # flap_during_connection: a perftest connection is up when rxe_v1's link goes down for
 # 8 s; the connection ends meanwhile (perftest's own end: its DREQ goes out on the down
 # link). Prints the GSI QP's state while the link was down.
 flap_during_connection() {
 	timeout 60 ib_send_bw -R -d $RXE_DEV1 -D 6 -p 18516 >/tmp/srv2.out 2>&1 &
-	sleep 1
+	wait_for listening 18516
 	timeout 60 ib_send_bw -R -d $RXE_DEV0 -D 6 -p 18516 $VETH_ADDR1 >/tmp/cli2.out 2>&1 &
-	sleep 3
+	# Down once the connection is up (a QP of perftest's ready to send), not after a guess.
+	wait_for perftest_rts || rdma resource show qp
 	ip link set veth_v1 down
 	sleep 8
 	gsi_state $RXE_DEV1 >/tmp/during

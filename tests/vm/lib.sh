@@ -184,6 +184,11 @@ registered() {
 	[ "$n" -ge "$want" ] || { echo "$n registrations on $*, not $want"; return 1; }
 }
 
+# listening PORT: an RDMA CM ID listens on PORT (a perftest server is ready for its client).
+listening() {
+	rdma resource show cm_id | grep -qE "LISTEN.*:$1( |$)"
+}
+
 # wait_for CMD...: polls CMD every 0.2 s until it succeeds, at most 90 s; fails with CMD's
 # last output if it never does. How a test knows that transfers it started in the
 # background are moving data (`wait_for registered N DEV`): the CLI alone takes seconds
