@@ -83,14 +83,15 @@ check "conns: it shows the peer's page size" \
 # perftest between the nodes in the same run, fastreg's 1 MiB brw beside it: ratios.
 PT_PORT=18600
 perftest_pair() {
-	local tool=$1 args=(-d "$FASTREG_DEV" -R -s 1048576 -n 24 -F)
+	local tool=$1 port=$PT_PORT args=(-d "$FASTREG_DEV" -R -s 1048576 -n 24 -F)
 	[ "$tool" = ib_read_bw ] && args+=(-o 8)
-	args+=(-t 8 -p $PT_PORT)
+	args+=(-t 8 -p "$port")
 	PT_PORT=$((PT_PORT + 1))
 	if [ "$ME" = 1 ]; then
 		timeout 300 "$tool" "${args[@]}" >/tmp/pt.srv 2>&1 &
 		local srv=$! rc
-		sleep 1
+		# The client is let go once the server listens (an emulated node may take seconds).
+		within 60 listening "$port" || echo "# $tool: the server not listening after 60 s"
 		barrier "pt-$tool"
 		wait $srv
 		rc=$?

@@ -37,6 +37,7 @@ brw_bg() {
 # lost_run NAME: the run NAME (brw_bg) had failures but nothing corrupt, and accounts for
 # every transfer.
 lost_run() {
+	[ ! -e /tmp/"$1".idle ] || { echo "the run was not under way at the loss"; return 1; }
 	OUT=/tmp/$1.json expect "r['corrupt'] == 0 and r['errors'] > 0 and r['ops'] + r['errors'] == $N" ||
 		{ cat /tmp/"$1".err; return 1; }
 }
@@ -44,6 +45,7 @@ lost_run() {
 # stopped_run NAME: the run NAME failed with nothing corrupt, and stopped early: its own
 # interface went away (the transfers not started are not attempted).
 stopped_run() {
+	[ ! -e /tmp/"$1".idle ] || { echo "the run was not under way at the loss"; return 1; }
 	OUT=/tmp/$1.json expect "r['status'] == 'failed' and r['corrupt'] == 0 and r['errors'] > 0 and r['ops'] + r['errors'] <= $N" ||
 		{ cat /tmp/"$1".err; return 1; }
 }
@@ -59,6 +61,7 @@ closed_within() {
 	t=$(dmesg_since_mark | grep -m1 -E "(->|<-) $PEER:[0-9]+: closing: " |
 		sed -n 's/^\[ *\([0-9]*\)\..*/\1/p')
 	[ -n "$t" ] || { echo "no close of a connection with $PEER logged"; dmesg_since_mark | tail; return 1; }
+	[ "$t" -ge "$1" ] || { echo "a connection with $PEER closed $(($1 - t)) s before the loss"; return 1; }
 	echo "closed $((t - $1)) s after the loss (limit $2 s): $(dmesg_since_mark |
 		grep -m1 -E "(->|<-) $PEER:[0-9]+: closing: " | sed 's/^\[[^]]*\] //')" | tee -a /tmp/figures
 	[ $((t - $1)) -le "$2" ]
@@ -136,6 +139,22 @@ busy() {
 	[ "$(sent)" -ge $(($1 + 16)) ]
 }
 
+# under_way BASE: this node's own run is in the kernel (fastreg-lst holds the lst
+# file's lock for the whole of it: flock exits 1 on that conflict) and has sent 16 messages
+# more than BASE to the peer (the count alone would also grow by serving the peer's run).
+under_way() {
+	flock -n "$DBG/lst" true
+	[ $? -eq 1 ] || { echo "no run of this node's in the kernel"; return 1; }
+	busy "$1"
+}
+
+# not_under_way NAME: the run NAME did not get under way; lost_run and stopped_run fail it
+# rather than pass a loss that hit nothing.
+not_under_way() {
+	echo "# $1: not under way after 60 s"
+	: >/tmp/"$1".idle
+}
+
 # loaded_run NAME ARGS...: meets the other node at barrier NAME-go, starts brw_bg NAME ARGS,
 # then meets it at barrier NAME once it is under way, so the transfers are in flight when
 # node 1 is lost; the run's end time (uptime) goes to /tmp/NAME.end. Both runs start
@@ -149,7 +168,7 @@ loaded_run() {
 	barrier "$name-go"
 	base=$(sent)
 	(brw_bg "$name" "$@"; wait; uptime_s >/tmp/"$name".end) &
-	within 60 busy "$base" || echo "# $name: not under way after 60 s"
+	within 60 under_way "$base" || not_under_way "$name"
 	barrier "$name"
 }
 
@@ -233,7 +252,7 @@ barrier rmmod-go
 if [ "$ME" = 0 ]; then
 	base=$(sent)
 	(brw_bg rmmod write; wait; uptime_s >/tmp/rmmod.end) &
-	within 60 busy "$base" || echo "# rmmod: not under way after 60 s"
+	within 60 under_way "$base" || not_under_way rmmod
 	barrier rmmod
 	t0=$(uptime_s)
 	barrier unloaded

@@ -183,10 +183,20 @@ fi
 
 # 4. stat samples a running test, per group.
 if [ "$ME" = 0 ]; then
-	console_run bg --from "$N1,$N2" --to "$C" brw write --size 256k --concurrency 4 --seconds 30 &
-	sleep 8
+	# Sampled once both clients run and transfers are done (a progress line says so), not
+	# after a guess.
+	"$LST" run --via "$C" --json-lines --interval 1 --from "$N1,$N2" --to "$C" \
+		brw write --size 256k --concurrency 4 --seconds 30 >/tmp/bg.jsonl 2>/tmp/bg.err &
+	pid=$!
+	within 60 python3 -c "
+import json
+p = [json.loads(l)['progress'] for l in open('/tmp/bg.jsonl') if l.startswith('{\"progress\"')]
+assert p and p[-1]['running'] == 2 and p[-1]['ops'] >= 16
+" || echo "# stat: the run not under way after 60 s"
 	"$LST" stat --via "$C" --delay 4 --count 2 --json-lines clients="$N1,$N2" servers="$C" >/tmp/stat.jsonl
-	wait
+	wait "$pid"
+	echo $? >/tmp/bg.rc
+	tail -n1 /tmp/bg.jsonl >/tmp/bg.json
 	check "stat: the clients write, the console's node reads, avg/min/max per group" python3 -c "
 import json
 s = [json.loads(l) for l in open('/tmp/stat.jsonl')]
@@ -211,12 +221,14 @@ if [ "$ME" = 0 ]; then
 	kill -9 "$pid"
 	wait "$pid"
 	rc=$?
+	barrier silent-killed # the other nodes time the leases from here
 	check "SIGKILL of the console's fastreg-lst while both clients run" \
 		bash -c "[ $rc = 137 ] && grep -q '2 of 2 clients running' /tmp/silent.out || { cat /tmp/silent.out; false; }"
 	sleep $((LEASE + 15))
 	check "both nodes' tests stopped by themselves" bash -c "$LST errors --via $C --json clients=$N1,$N2 >/tmp/after.json;
 		python3 -c \"import json; r = json.load(open('/tmp/after.json')); s = [n['state'] for n in r['groups'][0]['nodes']]; assert s == ['stopped', 'stopped'], s\" || { cat /tmp/after.json; false; }"
 else
+	barrier silent-killed
 	check "the lease of the silent console expired here" within $((LEASE + 25)) logged 1 "console: session .* of $C expired"
 	check "  and the test stopped" within 20 logged 1 "console: test over (stopped)"
 fi
