@@ -37,7 +37,7 @@ brw_bg() {
 # lost_run NAME: the run NAME (brw_bg) had failures but nothing corrupt, and accounts for
 # every transfer.
 lost_run() {
-	[ ! -e /tmp/"$1".idle ] || { echo "the run was not under way at the loss"; return 1; }
+	was_under_way "$1" || return 1
 	OUT=/tmp/$1.json expect "r['corrupt'] == 0 and r['errors'] > 0 and r['ops'] + r['errors'] == $N" ||
 		{ cat /tmp/"$1".err; return 1; }
 }
@@ -45,7 +45,7 @@ lost_run() {
 # stopped_run NAME: the run NAME failed with nothing corrupt, and stopped early: its own
 # interface went away (the transfers not started are not attempted).
 stopped_run() {
-	[ ! -e /tmp/"$1".idle ] || { echo "the run was not under way at the loss"; return 1; }
+	was_under_way "$1" || return 1
 	OUT=/tmp/$1.json expect "r['status'] == 'failed' and r['corrupt'] == 0 and r['errors'] > 0 and r['ops'] + r['errors'] <= $N" ||
 		{ cat /tmp/"$1".err; return 1; }
 }
@@ -57,13 +57,12 @@ uptime_s() {
 # closed_within T0 LIMIT: the kernel logged the close of a connection with the peer at
 # most LIMIT seconds after T0 (uptime), since the last dmesg mark.
 closed_within() {
-	local t
-	t=$(dmesg_since_mark | grep -m1 -E "(->|<-) $PEER:[0-9]+: closing: " |
-		sed -n 's/^\[ *\([0-9]*\)\..*/\1/p')
+	local line t
+	line=$(dmesg_since_mark | grep -m1 -E "(->|<-) $PEER:[0-9]+: closing: ")
+	t=$(sed -n 's/^\[ *\([0-9]*\)\..*/\1/p' <<<"$line")
 	[ -n "$t" ] || { echo "no close of a connection with $PEER logged"; dmesg_since_mark | tail; return 1; }
 	[ "$t" -ge "$1" ] || { echo "a connection with $PEER closed $(($1 - t)) s before the loss"; return 1; }
-	echo "closed $((t - $1)) s after the loss (limit $2 s): $(dmesg_since_mark |
-		grep -m1 -E "(->|<-) $PEER:[0-9]+: closing: " | sed 's/^\[[^]]*\] //')" | tee -a /tmp/figures
+	echo "closed $((t - $1)) s after the loss (limit $2 s): ${line#\[*\] }" | tee -a /tmp/figures
 	[ $((t - $1)) -le "$2" ]
 }
 
@@ -149,10 +148,13 @@ under_way() {
 }
 
 # not_under_way NAME: the run NAME did not get under way; lost_run and stopped_run fail it
-# rather than pass a loss that hit nothing.
+# (was_under_way) rather than pass a loss that hit nothing.
 not_under_way() {
 	echo "# $1: not under way after 60 s"
 	: >/tmp/"$1".idle
+}
+was_under_way() {
+	[ ! -e /tmp/"$1".idle ] || { echo "the run was not under way at the loss"; return 1; }
 }
 
 # loaded_run NAME ARGS...: meets the other node at barrier NAME-go, starts brw_bg NAME ARGS,

@@ -36,6 +36,17 @@ console_run() {
 	echo $? >/tmp/"$name".rc
 }
 
+# console_watched NAME ARGS...: console_run with a progress line a second (--json-lines) in
+# /tmp/NAME.jsonl, for a test to act on while it runs; its result (the last line) in
+# /tmp/NAME.json and its exit status in /tmp/NAME.rc, as console_run's.
+console_watched() {
+	local name=$1
+	shift
+	"$LST" run --via "$C" --json-lines --interval 1 "$@" >/tmp/"$name".jsonl 2>/tmp/"$name".err
+	echo $? >/tmp/"$name".rc
+	tail -n1 /tmp/"$name".jsonl >/tmp/"$name".json
+}
+
 # ran_clean NAME OPS: the run succeeded with OPS transfers, no error, nothing corrupt.
 ran_clean() {
 	[ "$(cat /tmp/"$1".rc)" = 0 ] || { cat /tmp/"$1".err /tmp/"$1".json; return 1; }
@@ -185,8 +196,7 @@ fi
 if [ "$ME" = 0 ]; then
 	# Sampled once both clients run and transfers are done (a progress line says so), not
 	# after a guess.
-	"$LST" run --via "$C" --json-lines --interval 1 --from "$N1,$N2" --to "$C" \
-		brw write --size 256k --concurrency 4 --seconds 30 >/tmp/bg.jsonl 2>/tmp/bg.err &
+	console_watched bg --from "$N1,$N2" --to "$C" brw write --size 256k --concurrency 4 --seconds 30 &
 	pid=$!
 	within 60 python3 -c "
 import json
@@ -195,8 +205,6 @@ assert p and p[-1]['running'] == 2 and p[-1]['ops'] >= 16
 " || echo "# stat: the run not under way after 60 s"
 	"$LST" stat --via "$C" --delay 4 --count 2 --json-lines clients="$N1,$N2" servers="$C" >/tmp/stat.jsonl
 	wait "$pid"
-	echo $? >/tmp/bg.rc
-	tail -n1 /tmp/bg.jsonl >/tmp/bg.json
 	check "stat: the clients write, the console's node reads, avg/min/max per group" python3 -c "
 import json
 s = [json.loads(l) for l in open('/tmp/stat.jsonl')]
@@ -237,13 +245,12 @@ barrier silent
 # 6. A client node dies in the middle of a run: reported as an error node, the other ends.
 barrier lost
 if [ "$ME" = 0 ]; then
-	"$LST" run --via "$C" --json-lines --interval 1 --timeout 5 --from "$N1,$N2" --to "$C" \
-		brw write --size 64k --check full --seconds 40 >/tmp/lost.jsonl 2>/tmp/lost.err &
+	console_watched lost --timeout 5 --from "$N1,$N2" --to "$C" brw write --size 64k --check full --seconds 40 &
 	pid=$!
 	within 60 grep -q '"running": 2' /tmp/lost.jsonl
 	"$FASTREG_NODECTL" kill 2 || echo "# kill failed"
 	wait "$pid"
-	rc=$?
+	rc=$(cat /tmp/lost.rc)
 	check "node 2 killed mid-run: an error node (lost), node 1's run clean, exit 1" python3 -c "
 import json
 lines = [json.loads(l) for l in open('/tmp/lost.jsonl')]

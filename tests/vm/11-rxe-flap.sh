@@ -44,6 +44,7 @@ perftest() {
 	return $rc
 }
 
+# perftest_rts: a QP of perftest's is ready to send (its connection is up).
 perftest_rts() {
 	rdma resource show qp | grep -qE ' state RTS .*ib_send_bw'
 }
