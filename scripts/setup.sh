@@ -32,6 +32,8 @@ PACKAGES=(
 	binutils
 	# VM and RDMA user space (the guest shares the host's root file system).
 	qemu-system-x86 udev iproute2 rdma-core ibverbs-utils perftest
+	# The hostile user-space peer (tests/peer/forge.c), built by its test from source.
+	gcc libc6-dev librdmacm-dev libibverbs-dev
 	# arm64 nodes: the emulator, and the tool that builds their Debian root file system.
 	qemu-system-arm mmdebstrap
 	# The benchmark's anchors: fio over nvme-rdma (nvme-cli connects it).

@@ -25,6 +25,7 @@ mod mr_state;
 mod negotiate;
 mod params;
 mod pool;
+mod ratelimit;
 mod region;
 mod report;
 mod session;
@@ -96,6 +97,10 @@ module! {
             default: crate::params::MAX_INLINE.default,
             description: "Largest transfer carried inline in messages, unregistered; 0 disables (0..16384)",
         },
+        require_privileged_port: u32 {
+            default: crate::params::REQUIRE_PRIVILEGED_PORT.default,
+            description: "Refuse connection requests from source ports of 1024 and above, which any local user can bind; 0 accepts them (0..1)",
+        },
     },
 }
 
@@ -113,6 +118,7 @@ fn load_params() -> Result<Params> {
         *m::keepalive.value(),
         *m::max_conns.value(),
         *m::max_inline.value(),
+        *m::require_privileged_port.value(),
     ];
     Params::validate(raw).map_err(|e| {
         pr_err!("{}\n", show::Show(e));

@@ -39,6 +39,9 @@ pub(crate) enum Reason {
     Race = 8,
     /// Out of resources.
     NoResources = 9,
+    /// The request came from a source port of 1024 or above, which any local user can
+    /// bind (`require_privileged_port`): not from a peer's kernel.
+    Unprivileged = 10,
 }
 
 impl Reason {
@@ -54,6 +57,7 @@ impl Reason {
             7 => Reason::Stale,
             8 => Reason::Race,
             9 => Reason::NoResources,
+            10 => Reason::Unprivileged,
             _ => return None,
         })
     }
@@ -70,6 +74,7 @@ impl Reason {
             Reason::Stale => "stale",
             Reason::Race => "race",
             Reason::NoResources => "no_resources",
+            Reason::Unprivileged => "unprivileged_port",
         }
     }
 }
@@ -210,7 +215,7 @@ pub(crate) fn on_reject(asked: &ConnParams, limits: &ConnParams) -> Retry {
             ..*asked
         }),
         Reason::Race | Reason::NoResources => Retry::Again(*asked),
-        Reason::Malformed | Reason::Version => Retry::Fail,
+        Reason::Malformed | Reason::Version | Reason::Unprivileged => Retry::Fail,
     }
 }
 

@@ -116,8 +116,20 @@ pub(crate) const MAX_INLINE: Spec = Spec {
     default: 4096,
 };
 
+/// Whether a connection request must come from a privileged source port (below 1024): only
+/// the kernel, or a process with `CAP_NET_BIND_SERVICE`, can bind one, so an unprivileged
+/// process on a peer's address cannot pass for that peer's fastreg. 1 (the default)
+/// refuses any other request; 0 accepts any source port, and with it any local user of a
+/// node of the fabric as a peer (see Documentation/transport.rst, "Threat model").
+pub(crate) const REQUIRE_PRIVILEGED_PORT: Spec = Spec {
+    name: "require_privileged_port",
+    min: 0,
+    max: 1,
+    default: 1,
+};
+
 /// Every parameter, in the order they are documented and reported.
-pub(crate) const ALL: [Spec; 10] = [
+pub(crate) const ALL: [Spec; 11] = [
     POOL_SIZE,
     POOL_MAX,
     POOL_IDLE,
@@ -128,6 +140,7 @@ pub(crate) const ALL: [Spec; 10] = [
     KEEPALIVE,
     MAX_CONNS,
     MAX_INLINE,
+    REQUIRE_PRIVILEGED_PORT,
 ];
 
 /// Why a set of parameters was refused.
@@ -202,14 +215,16 @@ pub(crate) struct Params {
     pub(crate) max_conns: u32,
     /// See [`MAX_INLINE`].
     pub(crate) max_inline: u32,
+    /// See [`REQUIRE_PRIVILEGED_PORT`].
+    pub(crate) require_privileged_port: bool,
 }
 
 impl Params {
     /// Validates raw values, given in the order of [`ALL`].
     ///
     /// Returns the first error, in that order, so the message names one parameter.
-    pub(crate) fn validate(raw: [u32; 10]) -> Result<Params, ParamError> {
-        let [pool_size, pool_max, pool_idle, queue_depth, max_payload, port, timeout, keepalive, max_conns, max_inline] =
+    pub(crate) fn validate(raw: [u32; 11]) -> Result<Params, ParamError> {
+        let [pool_size, pool_max, pool_idle, queue_depth, max_payload, port, timeout, keepalive, max_conns, max_inline, require_privileged_port] =
             raw;
         let params = Params {
             pool_size: POOL_SIZE.check(pool_size)?,
@@ -225,6 +240,7 @@ impl Params {
             keepalive: KEEPALIVE.check(keepalive)?,
             max_conns: MAX_CONNS.check(max_conns)?,
             max_inline: MAX_INLINE.check(max_inline)?,
+            require_privileged_port: REQUIRE_PRIVILEGED_PORT.check(require_privileged_port)? == 1,
         };
         if params.pool_size > params.pool_max {
             return Err(ParamError::Exceeds {
@@ -239,7 +255,7 @@ impl Params {
     }
 
     /// The values in the order of [`ALL`], for reporting.
-    pub(crate) fn values(&self) -> [u32; 10] {
+    pub(crate) fn values(&self) -> [u32; 11] {
         [
             self.pool_size,
             self.pool_max,
@@ -251,6 +267,7 @@ impl Params {
             self.keepalive,
             self.max_conns,
             self.max_inline,
+            u32::from(self.require_privileged_port),
         ]
     }
 }

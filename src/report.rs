@@ -253,6 +253,7 @@ impl CtlFile {
                     max_conns: d.max_conns,
                     mr_pages: tun.mr_pages.unwrap_or(d.mr_pages),
                     max_inline: tun.max_inline.unwrap_or(d.max_inline),
+                    require_privileged_port: d.require_privileged_port,
                 };
                 let addr = verbs::SockAddr { ip, port: t.port };
                 // An interface already there is retuned: replaced with the new values.

@@ -28,3 +28,21 @@ impl kernel::fmt::Display for Ip {
         core::fmt::Display::fmt(self, f)
     }
 }
+
+/// Logs with the kernel's `$level` macro (`pr_info`, `pr_err`, ...) under a rate limit of
+/// this call site's own ([`crate::ratelimit`]: ten lines per five seconds), as
+/// `printk_ratelimited` does: for every line that someone else (a peer, a forger on a
+/// peer's address, a console) can make this node log. The first line let through after
+/// some were held back is preceded by their count.
+macro_rules! pr_limited {
+    ($level:ident, $($arg:tt)*) => {{
+        static LIMIT: $crate::ratelimit::RateLimit = $crate::ratelimit::RateLimit::new();
+        if let Some(held) = LIMIT.check($crate::verbs::now_ms()) {
+            if held > 0 {
+                kernel::$level!("{} lines like the next held back (rate limit)\n", held);
+            }
+            kernel::$level!($($arg)*);
+        }
+    }};
+}
+pub(crate) use pr_limited;

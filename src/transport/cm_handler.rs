@@ -200,10 +200,32 @@ impl CmHandler for Ctx {
             return Err(EINVAL);
         };
         let me = iface.local();
-        let peer = req.peer().unwrap_or(SockAddr {
+        let from = req.peer();
+        let peer = from.unwrap_or(SockAddr {
             ip: [0; 4],
             port: 0,
         });
+        // Only a kernel (or a process with CAP_NET_BIND_SERVICE) binds a source port below
+        // 1024: rdma_cm refuses it to anyone else, and on iWARP so does TCP. Checked before
+        // anything of the request is read, so a forger on a peer's address is refused
+        // without a word of its parameters acted upon (an incarnation it claims closes
+        // nothing). The reject gives away no incarnation.
+        if iface.tun.require_privileged_port && !from.is_some_and(|a| a.port < PRIVILEGED_PORTS) {
+            iface.rejects_sent.count(Reason::Unprivileged);
+            pr_limited!(
+                pr_warn,
+                "{} <- {}: rejecting: source port {} is not privileged (require_privileged_port=1): not a peer's kernel\n",
+                iface.addr,
+                peer,
+                peer.port
+            );
+            let limits = ConnParams {
+                stamp: 0,
+                ..me.params(0, Reason::Unprivileged as u8)
+            };
+            let _ = req.reject(&iface.outgoing(&limits));
+            return Err(EACCES);
+        }
         let asked = ConnParams::decode(req.private());
         let answer = match &asked {
             Ok(asked) => negotiate::answer(asked, &me),
@@ -219,7 +241,13 @@ impl CmHandler for Ctx {
         match answer {
             Answer::Reject(why, limits) => {
                 iface.rejects_sent.count(why);
-                pr_info!("{} <- {}: rejecting: {}\n", iface.addr, peer, why.name());
+                pr_limited!(
+                    pr_info,
+                    "{} <- {}: rejecting: {}\n",
+                    iface.addr,
+                    peer,
+                    why.name()
+                );
                 let _ = req.reject(&iface.outgoing(&limits));
                 Err(EINVAL)
             }
@@ -249,7 +277,8 @@ impl CmHandler for Ctx {
                     // This side's own connection to that interface goes on (or is up), and
                     // serves both directions; the peer's attempt finds it established.
                     iface.rejects_sent.count(Reason::Race);
-                    pr_info!(
+                    pr_limited!(
+                        pr_info,
                         "{} <- {}: rejecting: race (this side connects to {})\n",
                         iface.addr,
                         peer,
@@ -262,7 +291,8 @@ impl CmHandler for Ctx {
                 if accepted >= iface.max_conns {
                     drop(ist);
                     iface.rejects_sent.count(Reason::NoResources);
-                    pr_err!(
+                    pr_limited!(
+                        pr_err,
                         "{} <- {}: rejecting: {} connections accepted, the limit (max_conns)\n",
                         iface.addr,
                         peer,

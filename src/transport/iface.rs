@@ -198,7 +198,9 @@ impl Iface {
     /// any: one this side made, else one the peer made (one connection serves both
     /// directions) that claims the incarnation the peer's listener told this side of
     /// ([`dial::PeerDial::stamp`]): a request's port and stamp are only the requester's
-    /// word, so no other process on the peer's address can pass for its interface.
+    /// word. What proves a request came from the peer's kernel is its privileged source
+    /// port (`require_privileged_port`, checked in `connect_request`); with that check off,
+    /// a process on the peer's address that learned the stamp could pass for it here.
     pub(crate) fn established(&self, peer: SockAddr) -> Result<Option<Arc<Conn>>> {
         Self::established_in(&self.st.lock(), peer)
     }

@@ -147,7 +147,19 @@ impl Conn {
         }
         st.ep = Some(ep.clone());
         drop(st);
-        ep.resolve_addr(Some(self.iface.addr), self.peer, RESOLVE_MS)?;
+        // From a privileged port, so the peer can tell this kernel from a user process on
+        // the same address (`require_privileged_port`).
+        if let Err(e) = ep.bind_privileged(self.iface.addr) {
+            pr_limited!(
+                pr_err,
+                "{} -> {}: no free privileged source port ({:?})\n",
+                self.iface.addr,
+                self.peer,
+                e
+            );
+            return Err(e);
+        }
+        ep.resolve_addr(None, self.peer, RESOLVE_MS)?;
         Ok(())
     }
 

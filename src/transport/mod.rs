@@ -121,7 +121,10 @@ use crate::{
         self,
         Region, //
     },
-    show::Show,
+    show::{
+        pr_limited,
+        Show, //
+    },
     tally::Tally,
     verbs::{
         self,
@@ -138,7 +141,8 @@ use crate::{
         QpCaps,
         SendChain,
         SockAddr,
-        Wc, //
+        Wc,
+        PRIVILEGED_PORTS, //
     },
     wait,
     wire::{
@@ -189,6 +193,9 @@ pub(crate) struct Tunables {
     /// Most bytes of a transfer carried inline, in its messages (0: none); its messages
     /// are [`wire::msg_size`] of it.
     pub(crate) max_inline: u32,
+    /// Connection requests from unprivileged source ports are refused
+    /// ([`crate::params::REQUIRE_PRIVILEGED_PORT`]).
+    pub(crate) require_privileged_port: bool,
 }
 
 impl Tunables {
@@ -205,6 +212,7 @@ impl Tunables {
             max_conns: p.max_conns,
             mr_pages: 0,
             max_inline: p.max_inline,
+            require_privileged_port: p.require_privileged_port,
         }
     }
 }
@@ -220,7 +228,7 @@ struct IfaceState {
 }
 
 /// Reasons a reject can name (their numbers index [`RejectCounts`]).
-pub(crate) const REASONS: usize = 10;
+pub(crate) const REASONS: usize = 11;
 
 /// Rejects by reason (index: the reason's number).
 struct RejectCounts([Atomic<u64>; REASONS]);

@@ -531,7 +531,11 @@ impl Conn {
 
     fn tick_locked(&self, keepalive: u32, timeout_ms: u32) {
         let mut st = self.st.lock();
-        if st.state != State::Established {
+        // A connection still in passive wait (accepted, no RTU yet) already serves the
+        // requests that came first: its sinks are timed like the rest (they hold MRs and
+        // buffers), and nothing else of it is.
+        let waiting = st.state == State::PassiveWait;
+        if st.state != State::Established && !waiting {
             return;
         }
         let over = |t: Option<Instant<Monotonic>>, ms: u32| {
@@ -550,7 +554,8 @@ impl Conn {
         }
         let late_sink = st.sinks.iter().any(|s| over(Some(s.since), timeout_ms));
         if late {
-            pr_err!(
+            pr_limited!(
+                pr_err,
                 "{} {} {}: transfer timed out\n",
                 self.iface.addr,
                 self.dir(),
@@ -560,13 +565,17 @@ impl Conn {
             return;
         }
         if late_sink {
-            pr_err!(
+            pr_limited!(
+                pr_err,
                 "{} {} {}: a PUT's sink waited too long for its data\n",
                 self.iface.addr,
                 self.dir(),
                 self.peer
             );
             self.on(&mut st, Event::Error, "transfer timed out");
+            return;
+        }
+        if waiting {
             return;
         }
         // Records waiting for MRs give up after their timeout.
@@ -589,7 +598,8 @@ impl Conn {
             .iter()
             .any(|x| over(x.room_since, 2 * x.timeout_ms.max(timeout_ms)));
         if stuck {
-            pr_err!(
+            pr_limited!(
+                pr_err,
                 "{} {} {}: no room for a request in {} ms (credits {}{})\n",
                 self.iface.addr,
                 self.dir(),

@@ -47,6 +47,10 @@ use super::{
     SendQueue, //
 };
 
+/// Source ports below this one are privileged (`PROT_SOCK`): binding one takes
+/// `CAP_NET_BIND_SERVICE`, which the kernel has and an unprivileged process does not.
+pub(crate) const PRIVILEGED_PORTS: u16 = 1024;
+
 /// An IPv4 address and port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SockAddr {
@@ -278,6 +282,33 @@ impl<T: CmHandler> Endpoint<T> {
                 timeout_ms.into(),
             )
         })
+    }
+
+    /// Binds the id to `src`'s address on the highest free privileged port (1023 down to 1,
+    /// skipping those in use, as o2iblnd's `kiblnd_resolve_addr` does), before
+    /// [`Endpoint::resolve_addr`] with no source: its requests then come from a port that
+    /// only the kernel or a process with `CAP_NET_BIND_SERVICE` can bind (rdma_cm checks it
+    /// in `cma_get_port`), which is what a peer requiring privileged ports checks. Returns
+    /// the port; `EADDRINUSE` when every privileged port is taken on that address.
+    pub(crate) fn bind_privileged(&self, src: SockAddr) -> Result<u16> {
+        let in_use = |e: Error| {
+            let n = e.to_errno();
+            n == -(bindings::EADDRINUSE as i32) || n == -(bindings::EADDRNOTAVAIL as i32)
+        };
+        for port in (1..PRIVILEGED_PORTS).rev() {
+            let mut sa = SockAddr { port, ..src }.raw();
+            // SAFETY: The id is valid and not yet bound (a failed bind leaves it unbound);
+            // `sa` is a valid `sockaddr_in` for the call.
+            let r = to_result(unsafe {
+                ib::rdma_bind_addr(self.id.as_ptr(), (&raw mut sa).cast())
+            });
+            match r {
+                Ok(()) => return Ok(port),
+                Err(e) if in_use(e) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::from_errno(-(bindings::EADDRINUSE as i32)))
     }
 
     /// Starts resolving the route; [`CmEvent::RouteResolved`] or [`CmEvent::Failed`] follows.

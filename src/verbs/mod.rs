@@ -40,7 +40,8 @@ pub(crate) use cm::{
     Endpoint,
     QpCaps,
     QpGone,
-    SockAddr, //
+    SockAddr,
+    PRIVILEGED_PORTS, //
 };
 pub(crate) use cq::{
     Completion,
@@ -85,6 +86,13 @@ pub(crate) use wr::{
 pub(crate) fn incarnation() -> u64 {
     // SAFETY: `get_random_u64` has no preconditions.
     unsafe { kernel::bindings::get_random_u64() | 1 }
+}
+
+/// Milliseconds of the monotonic clock (`ktime_get`), for rate limits.
+pub(crate) fn now_ms() -> u64 {
+    // SAFETY: `ktime_get` has no preconditions; it may be called from any context but NMI.
+    let ns = unsafe { kernel::bindings::ktime_get() };
+    u64::try_from(ns).unwrap_or(0) / 1_000_000
 }
 
 /// The default unbound system workqueue (`system_dfl_wq`), for short periodic work.

@@ -16,6 +16,7 @@ ranges=(
 	"keepalive 0 3600"
 	"max_conns 1 65536"
 	"max_inline 0 16384"
+	"require_privileged_port 0 1"
 )
 
 # rejected NAME VALUE RANGE: insmod NAME=VALUE fails with the expected message.

@@ -10,15 +10,6 @@
 . "$(dirname "$0")/veth.sh"
 
 CTL=$DBG/ctl
-CONNS=$DBG/conns
-
-# conn_line FROM_ADDR ARROW PEER_ADDR: the connection line of an interface.
-conn_line() {
-	awk -v me="$1" -v dir="$2" -v peer="$3" '
-		$1 == "iface" { cur = $3 }
-		$1 == "conn" && index(cur, me ":") == 1 && $2 == dir && index($3, peer ":") == 1 { print }
-	' "$CONNS"
-}
 
 negotiated_minimum() {
 	local a b
@@ -50,15 +41,6 @@ credits_balanced() {
 lst_ping() {
 	echo "ping from=$1 peers=$2 count=3" >"$DBG/lst" && grep -q "^test=ping .* ops=3 .*errors=0 " "$DBG/lst" ||
 		{ echo "ping $1 -> $2:"; cat "$DBG/lst"; return 1; }
-}
-
-# pair_conns FROM PEER: how many connections the interface at FROM lists with PEER (made
-# by either side, in any state).
-pair_conns() {
-	awk -v me="$1" -v peer="$2" '
-		$1 == "iface" { cur = $3 }
-		$1 == "conn" && index(cur, me ":") == 1 && index($3, peer ":") == 1 { n++ }
-		END { print n + 0 }' "$CONNS"
 }
 
 # conn_with FROM PEER: the connection lines of the interface at FROM with PEER, made by

@@ -34,3 +34,23 @@ veth_up() {
 	rdma link add $RXE_DEV0 type "$RDMA_KIND" netdev veth_v0 && rdma link add $RXE_DEV1 type "$RDMA_KIND" netdev veth_v1 || return 1
 	sleep 1
 }
+
+# The interfaces and connections of the pair, as fastreg lists them.
+CONNS=$DBG/conns
+
+# conn_line FROM_ADDR ARROW PEER_ADDR: the connection line of an interface.
+conn_line() {
+	awk -v me="$1" -v dir="$2" -v peer="$3" '
+		$1 == "iface" { cur = $3 }
+		$1 == "conn" && index(cur, me ":") == 1 && $2 == dir && index($3, peer ":") == 1 { print }
+	' "$CONNS"
+}
+
+# pair_conns FROM PEER: how many connections the interface at FROM lists with PEER (made
+# by either side, in any state).
+pair_conns() {
+	awk -v me="$1" -v peer="$2" '
+		$1 == "iface" { cur = $3 }
+		$1 == "conn" && index(cur, me ":") == 1 && index($3, peer ":") == 1 { n++ }
+		END { print n + 0 }' "$CONNS"
+}

@@ -34,6 +34,8 @@ pub(crate) mod mr_state;
 pub(crate) mod negotiate;
 #[path = "../../../src/params.rs"]
 pub(crate) mod params;
+#[path = "../../../src/ratelimit.rs"]
+pub(crate) mod ratelimit;
 #[path = "../../../src/session.rs"]
 pub(crate) mod session;
 #[path = "../../../src/stats.rs"]
@@ -69,6 +71,8 @@ mod mr_state_tests;
 mod negotiate_tests;
 #[cfg(test)]
 mod params_tests;
+#[cfg(test)]
+mod ratelimit_tests;
 #[cfg(test)]
 mod stats_tests;
 #[cfg(test)]

@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * forge: a hostile user-space peer of fastreg (tests/vm/13-hostile.sh).
+ *
+ * A librdmacm program that passes for a fastreg interface: it binds a peer's address
+ * (and a source port: 0 for whatever rdma_cm picks), and sends fastreg's 48-byte
+ * connection parameters (Documentation/wire.rst) to a node's listener, COUNT times, each
+ * on a new rdma_cm id with a QP. It prints one line per outcome and a summary:
+ *
+ *   forge --src IP[:PORT] --dst IP:PORT [--count N] [--stamp N] [--dst-stamp N]
+ *         [--malformed] [--quiet]
+ *
+ *   established                 the node accepted (then this side disconnects)
+ *   rejected reason=R           the node rejected, with fastreg's reason R (0: none given)
+ *   error EVENT STATUS          another rdma_cm event (unreachable, timeout)
+ *   bind error ERRNO            the source could not be bound (EACCES: a privileged
+ *                               port and no CAP_NET_BIND_SERVICE)
+ *   summary attempts=N established=E rejected=R reasons=R1:N1,... errors=X
+ *
+ * --malformed sends 48 bytes that are not connection parameters (a bad magic). Exit
+ * status 0 once every attempt got an answer, 1 on a usage or setup error.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <rdma/rdma_cma.h>
+
+#define CONN_LEN 48
+#define CONN_MAGIC 0x43475246u
+#define TIMEOUT_MS 5000
+
+static void put16(uint8_t *b, int off, uint16_t v)
+{
+	b[off] = v;
+	b[off + 1] = v >> 8;
+}
+
+static void put32(uint8_t *b, int off, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		b[off + i] = v >> (8 * i);
+}
+
+static void put64(uint8_t *b, int off, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		b[off + i] = v >> (8 * i);
+}
+
+/* Connection parameters a default fastreg interface would send (wire.rst). */
+static void conn_params(uint8_t *b, uint16_t port, uint64_t stamp, uint64_t dst_stamp,
+			int malformed)
+{
+	memset(b, 0, CONN_LEN);
+	put32(b, 0, malformed ? 0xdeadbeefu : CONN_MAGIC);
+	b[4] = CONN_LEN;
+	b[5] = 0;
+	put16(b, 6, 2);			/* version */
+	put16(b, 8, 8);			/* queue_depth */
+	put16(b, 10, 16);		/* max_regs */
+	put32(b, 12, 1 << 20);		/* max_payload */
+	put32(b, 16, 4096 + 56);	/* max_msg */
+	put32(b, 20, 4096);		/* page_size */
+	put32(b, 24, 3);		/* features */
+	put16(b, 28, port);		/* the "interface's" listening port */
+	put16(b, 30, 4096);		/* max_inline */
+	put64(b, 32, stamp);
+	put64(b, 40, dst_stamp);
+}
+
+static int parse_addr(const char *s, struct sockaddr_in *sa, int need_port)
+{
+	char ip[64];
+	const char *colon = strchr(s, ':');
+	size_t n = colon ? (size_t)(colon - s) : strlen(s);
+
+	if (n >= sizeof(ip) || (need_port && !colon))
+		return -1;
+	memcpy(ip, s, n);
+	ip[n] = 0;
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	if (inet_pton(AF_INET, ip, &sa->sin_addr) != 1)
+		return -1;
+	if (colon) {
+		char *end;
+		unsigned long p = strtoul(colon + 1, &end, 10);
+
+		if (*end || p > 65535)
+			return -1;
+		sa->sin_port = htons(p);
+	}
+	return 0;
+}
+
+/* Waits for the next event on ch; its type, status and reason (rejects) in the out args. */
+static int next_event(struct rdma_event_channel *ch, int *status, int *reason)
+{
+	struct rdma_cm_event *ev;
+	int type;
+
+	if (rdma_get_cm_event(ch, &ev))
+		return -1;
+	type = ev->event;
+	*status = ev->status;
+	*reason = 0;
+	if (type == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data &&
+	    ev->param.conn.private_data_len >= 6) {
+		const uint8_t *p = ev->param.conn.private_data;
+
+		if (p[0] == 0x46 && p[1] == 0x52 && p[2] == 0x47 && p[3] == 0x43)
+			*reason = p[5];
+	}
+	rdma_ack_cm_event(ev);
+	return type;
+}
+
+enum outcome { ESTABLISHED, REJECTED, ERROR, BIND_ERROR };
+
+static enum outcome attempt(struct sockaddr_in *src, struct sockaddr_in *dst,
+			    const uint8_t *priv, int *reason, int *detail, int *status)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id = NULL;
+	struct ibv_qp_init_attr qa;
+	struct rdma_conn_param cp;
+	enum outcome out = ERROR;
+	int type;
+
+	*reason = 0;
+	*detail = 0;
+	*status = 0;
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) {
+		*detail = -1;
+		*status = errno;
+		goto out;
+	}
+	if (rdma_bind_addr(id, (struct sockaddr *)src)) {
+		*status = errno;
+		out = BIND_ERROR;
+		goto out;
+	}
+	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)dst, TIMEOUT_MS)) {
+		*detail = -2;
+		*status = errno;
+		goto out;
+	}
+	type = next_event(ch, status, reason);
+	if (type != RDMA_CM_EVENT_ADDR_RESOLVED) {
+		*detail = type;
+		goto out;
+	}
+	if (rdma_resolve_route(id, TIMEOUT_MS)) {
+		*detail = -3;
+		*status = errno;
+		goto out;
+	}
+	type = next_event(ch, status, reason);
+	if (type != RDMA_CM_EVENT_ROUTE_RESOLVED) {
+		*detail = type;
+		goto out;
+	}
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = 4;
+	qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_sge = 1;
+	if (rdma_create_qp(id, NULL, &qa)) {
+		*detail = -4;
+		*status = errno;
+		goto out;
+	}
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = priv;
+	cp.private_data_len = CONN_LEN;
+	cp.responder_resources = 1;
+	cp.initiator_depth = 1;
+	cp.retry_count = 3;
+	cp.rnr_retry_count = 3;
+	if (rdma_connect(id, &cp)) {
+		*detail = -5;
+		*status = errno;
+		goto out;
+	}
+	type = next_event(ch, status, reason);
+	if (type == RDMA_CM_EVENT_ESTABLISHED) {
+		out = ESTABLISHED;
+		rdma_disconnect(id);
+		/* The disconnect's own event, so the id goes down cleanly. */
+		next_event(ch, status, &type);
+	} else if (type == RDMA_CM_EVENT_REJECTED) {
+		out = REJECTED;
+	} else {
+		*detail = type;
+	}
+out:
+	if (id) {
+		if (id->qp)
+			rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+	}
+	if (ch)
+		rdma_destroy_event_channel(ch);
+	return out;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: forge --src IP[:PORT] --dst IP:PORT [--count N] [--stamp N] "
+			"[--dst-stamp N] [--malformed] [--quiet]\n");
+	exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in src, dst;
+	int have_src = 0, have_dst = 0, malformed = 0, quiet = 0;
+	unsigned long count = 1, n_est = 0, n_rej = 0, n_err = 0;
+	unsigned long reasons[256] = { 0 };
+	uint64_t stamp = 0x600df00d, dst_stamp = 0;
+	uint8_t priv[CONN_LEN];
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--malformed")) {
+			malformed = 1;
+			continue;
+		}
+		if (!strcmp(a, "--quiet")) {
+			quiet = 1;
+			continue;
+		}
+		if (!v)
+			usage();
+		i++;
+		if (!strcmp(a, "--src"))
+			have_src = !parse_addr(v, &src, 0);
+		else if (!strcmp(a, "--dst"))
+			have_dst = !parse_addr(v, &dst, 1);
+		else if (!strcmp(a, "--count"))
+			count = strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--stamp"))
+			stamp = strtoull(v, NULL, 0);
+		else if (!strcmp(a, "--dst-stamp"))
+			dst_stamp = strtoull(v, NULL, 0);
+		else
+			usage();
+	}
+	if (!have_src || !have_dst || !count)
+		usage();
+	/* The forged interface "listens" where the node does, as a real peer would. */
+	conn_params(priv, ntohs(dst.sin_port), stamp, dst_stamp, malformed);
+	for (unsigned long k = 0; k < count; k++) {
+		int reason, detail, status;
+		enum outcome o = attempt(&src, &dst, priv, &reason, &detail, &status);
+
+		switch (o) {
+		case ESTABLISHED:
+			n_est++;
+			if (!quiet)
+				printf("established\n");
+			break;
+		case REJECTED:
+			n_rej++;
+			reasons[reason & 0xff]++;
+			if (!quiet)
+				printf("rejected reason=%d\n", reason);
+			break;
+		case BIND_ERROR:
+			n_err++;
+			printf("bind error %s\n", strerror(status));
+			break;
+		default:
+			n_err++;
+			printf("error %d %d\n", detail, status);
+			break;
+		}
+	}
+	printf("summary attempts=%lu established=%lu rejected=%lu reasons=", count, n_est, n_rej);
+	for (int r = 0, any = 0; r < 256; r++) {
+		if (reasons[r]) {
+			printf("%s%d:%lu", any ? "," : "", r, reasons[r]);
+			any = 1;
+		}
+	}
+	printf(" errors=%lu\n", n_err);
+	return 0;
+}
