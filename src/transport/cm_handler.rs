@@ -210,7 +210,7 @@ impl CmHandler for Ctx {
         // anything of the request is read, so a forger on a peer's address is refused
         // without a word of its parameters acted upon (an incarnation it claims closes
         // nothing). The reject gives away no incarnation.
-        if iface.tun.require_privileged_port && !from.is_some_and(|a| a.port < PRIVILEGED_PORTS) {
+        if iface.tun.require_privileged_port && from.is_none_or(|a| a.port >= PRIVILEGED_PORTS) {
             iface.rejects_sent.count(Reason::Unprivileged);
             pr_limited!(
                 pr_warn,

@@ -299,9 +299,8 @@ impl<T: CmHandler> Endpoint<T> {
             let mut sa = SockAddr { port, ..src }.raw();
             // SAFETY: The id is valid and not yet bound (a failed bind leaves it unbound);
             // `sa` is a valid `sockaddr_in` for the call.
-            let r = to_result(unsafe {
-                ib::rdma_bind_addr(self.id.as_ptr(), (&raw mut sa).cast())
-            });
+            let r =
+                to_result(unsafe { ib::rdma_bind_addr(self.id.as_ptr(), (&raw mut sa).cast()) });
             match r {
                 Ok(()) => return Ok(port),
                 Err(e) if in_use(e) => continue,

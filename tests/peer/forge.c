@@ -18,7 +18,7 @@
  *   summary attempts=N established=E rejected=R reasons=R1:N1,... errors=X
  *
  * --malformed sends 48 bytes that are not connection parameters (a bad magic). Exit
- * status 0 once every attempt got an answer, 1 on a usage or setup error.
+ * status 0 once the summary is printed, 1 on a usage error.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -209,10 +209,9 @@ out:
 	return out;
 }
 
-static void usage(void)
+static void bad_args(void)
 {
-	fprintf(stderr, "usage: forge --src IP[:PORT] --dst IP:PORT [--count N] [--stamp N] "
-			"[--dst-stamp N] [--malformed] [--quiet]\n");
+	fputs("usage: forge --src IP[:PORT] --dst IP:PORT [OPTIONS] (see forge.c)\n", stderr);
 	exit(1);
 }
 
@@ -237,7 +236,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (!v)
-			usage();
+			bad_args();
 		i++;
 		if (!strcmp(a, "--src"))
 			have_src = !parse_addr(v, &src, 0);
@@ -250,10 +249,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--dst-stamp"))
 			dst_stamp = strtoull(v, NULL, 0);
 		else
-			usage();
+			bad_args();
 	}
 	if (!have_src || !have_dst || !count)
-		usage();
+		bad_args();
 	/* The forged interface "listens" where the node does, as a real peer would. */
 	conn_params(priv, ntohs(dst.sin_port), stamp, dst_stamp, malformed);
 	for (unsigned long k = 0; k < count; k++) {
