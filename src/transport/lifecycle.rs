@@ -159,7 +159,7 @@ impl Conn {
             );
             return Err(e);
         }
-        ep.resolve_addr(None, self.peer, RESOLVE_MS)?;
+        ep.resolve_addr(self.peer, RESOLVE_MS)?;
         Ok(())
     }
 

@@ -259,25 +259,17 @@ impl<T: CmHandler> Endpoint<T> {
         to_result(unsafe { ib::rdma_listen(self.id.as_ptr(), backlog) })
     }
 
-    /// Starts resolving `dst`, from `src` if given (its port is ignored);
-    /// [`CmEvent::AddrResolved`] or [`CmEvent::Failed`] follows.
-    pub(crate) fn resolve_addr(
-        &self,
-        src: Option<SockAddr>,
-        dst: SockAddr,
-        timeout_ms: u16,
-    ) -> Result {
+    /// Starts resolving `dst` from the address the id is bound to
+    /// ([`Endpoint::bind_privileged`]); [`CmEvent::AddrResolved`] or [`CmEvent::Failed`]
+    /// follows.
+    pub(crate) fn resolve_addr(&self, dst: SockAddr, timeout_ms: u16) -> Result {
         let sa = dst.raw();
-        let mut from = src.map(|s| SockAddr { port: 0, ..s }.raw());
-        let from_ptr = match &mut from {
-            Some(f) => core::ptr::from_mut(f).cast(),
-            None => core::ptr::null_mut(),
-        };
-        // SAFETY: The id is valid; `sa` and `from` are valid `sockaddr_in`s for the call.
+        // SAFETY: The id is valid; `sa` is a valid `sockaddr_in` for the call, and a null
+        // source makes rdma_cm use the bound one.
         to_result(unsafe {
             ib::rdma_resolve_addr(
                 self.id.as_ptr(),
-                from_ptr,
+                core::ptr::null_mut(),
                 (&raw const sa).cast(),
                 timeout_ms.into(),
             )
@@ -286,7 +278,7 @@ impl<T: CmHandler> Endpoint<T> {
 
     /// Binds the id to `src`'s address on the highest free privileged port (1023 down to 1,
     /// skipping those in use, as o2iblnd's `kiblnd_resolve_addr` does), before
-    /// [`Endpoint::resolve_addr`] with no source: its requests then come from a port that
+    /// [`Endpoint::resolve_addr`]: its requests then come from a port that
     /// only the kernel or a process with `CAP_NET_BIND_SERVICE` can bind (rdma_cm checks it
     /// in `cma_get_port`), which is what a peer requiring privileged ports checks. Returns
     /// the port; `EADDRINUSE` when every privileged port is taken on that address.
