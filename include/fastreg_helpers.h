@@ -110,4 +110,11 @@ void fastreg_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size);
 void fastreg_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size);
 void fastreg_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size);
 
+/*
+ * hmac_sha256_usingrawkey(), the one lib/crypto call (the console's key proofs): its header
+ * is not bindgen's input, which holds RDMA items only. OUT: 32 bytes.
+ */
+void fastreg_hmac_sha256(const u8 *key, size_t key_len, const u8 *data, size_t data_len,
+			 u8 *out);
+
 #endif /* _FASTREG_HELPERS_H */

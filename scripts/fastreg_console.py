@@ -7,6 +7,7 @@ Imported by scripts/fastreg-lst; nothing here runs on import.
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import random
@@ -23,15 +24,16 @@ class Failure(Exception):
     """A one-line error for the user."""
 
 
-def ctl(command):
-    """Writes a ctl command; returns the ctl file's result line."""
+def ctl(command, shown=None):
+    """Writes a ctl command; returns the ctl file's result line. An error names the
+    command as `shown` (default: the command itself)."""
     path = os.path.join(DIR, "ctl")
     with open(path, "r+b", buffering=0) as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             os.write(f.fileno(), (command + "\n").encode())
         except OSError as e:
-            raise Failure(f"{command}: {os.strerror(e.errno)}")
+            raise Failure(f"{shown or command}: {os.strerror(e.errno)}")
         os.lseek(f.fileno(), 0, os.SEEK_SET)
         return f.read().decode().strip()
 
@@ -71,9 +73,40 @@ def console_allow(what, addr):
     return ctl(f"console {what} {addr}")
 
 
+KEY_MIN = 32
+
+
+def key_digest(path):
+    """The console key of key file `path`: the SHA-256 of its bytes, in hex. The file must
+    hold at least KEY_MIN bytes and be readable by its owner only (as munge's key)."""
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise Failure(f"console key {path}: {os.strerror(e.errno)}")
+    if st.st_mode & 0o077:
+        raise Failure(f"console key {path}: readable or writable by others than its owner "
+                      f"(chmod 600 {path})")
+    if len(data) < KEY_MIN:
+        raise Failure(f"console key {path}: {len(data)} bytes; a key file holds at least "
+                      f"{KEY_MIN} random bytes (dd if=/dev/urandom of={path} bs=1024 count=1)")
+    return hashlib.sha256(data).hexdigest()
+
+
+def console_key(path):
+    """Installs the cluster's console key from key file `path` (`none`: removes the key);
+    returns the listing. The key is never shown back."""
+    if path == "none":
+        return ctl("console key none")
+    return ctl(f"console key {key_digest(path)}", shown="console key")
+
+
 def parse_listing(text):
-    """`allowed A B; session 0x.. of C lease_left_ms=N; test STATE` as a dict."""
-    out = {"allowed": [], "session": None, "test": None, "refused": 0}
+    """`allowed A B; session 0x.. of C lease_left_ms=N; test STATE; refused N; key K;
+    rejected no_key=N ...` as a dict."""
+    out = {"allowed": [], "session": None, "test": None, "refused": 0, "key": None,
+           "rejected": {}}
     for part in text.split(";"):
         w = part.split()
         if w and w[0] == "allowed":
@@ -85,12 +118,20 @@ def parse_listing(text):
             out["test"] = w[1]
         elif w and w[0] == "refused":
             out["refused"] = int(w[1])
+        elif w and w[0] == "key":
+            out["key"] = None if w[1] == "none" else w[1]
+        elif w and w[0] == "rejected":
+            out["rejected"] = {k: int(v) for k, v in (x.split("=") for x in w[1:])}
     return out
 
 
 ERRNO = {1: "not allowed", 3: "not in this session", 12: "no memory", 16: "busy",
          22: "bad request", 71: "bad reply", 95: "not supported", 110: "no answer (timed out)",
-         114: "a test is running already"}
+         114: "a test is running already",
+         116: "replayed, or its challenge expired (try again)",
+         126: "the node has no console key (there: fastreg-lst console key FILE)",
+         129: "the node's console key differs from this console's (compare the key "
+              "fingerprints of fastreg-lst console list)"}
 
 
 def why(e):
@@ -152,8 +193,7 @@ def refusal(node, f, via):
         return (f"{node}: refused: this console ({via}) is not allowed there "
                 f"(on {node}: fastreg-lst console allow {via})")
     if s == -16:
-        return (f"{node}: busy: in session {f['session']:#x} of console {f['holder']} "
-                f"({f['lease_left_ms'] / 1000:.0f} s of its lease left)")
+        return f"{node}: busy: in a session of console {f['holder']}"
     return f"{node}: {why(s)}"
 
 

@@ -161,6 +161,13 @@ pub(crate) enum Ctl<'a> {
         /// The console's address (allow, deny).
         ip: [u8; 4],
     },
+    /// `console key HEX|none`: installs the cluster key (64 hex digits: the SHA-256 of the
+    /// site's key file, as `fastreg-lst console key FILE` writes it), or removes it
+    /// (`crate::auth`). Never shown back, nor logged.
+    ConsoleKey {
+        /// The key, or none.
+        key: Option<[u8; 32]>,
+    },
     /// `fuzz LOCAL [seed=S] [rate=PPM] count=N`: test hook. Interface LOCAL mutates what
     /// it sends (messages and connection parameters), `rate` per million (default all of
     /// them), until it made `count` mutations, reproducibly from `seed` (default 1); see
@@ -334,7 +341,20 @@ impl<'a> Ctl<'a> {
                 allow: None,
                 ip: [0; 4],
             }),
-            (Some("console"), _) => Err("console takes allow ADDR, deny ADDR or list"),
+            (Some("console"), Some("key")) => {
+                let v = w.next().ok_or("console key takes HEX or none")?;
+                if w.next().is_some() {
+                    return Err("too many words");
+                }
+                let key = match v {
+                    "none" => None,
+                    _ => Some(parse_key(v).ok_or("a console key is 64 hex digits")?),
+                };
+                Ok(Ctl::ConsoleKey { key })
+            }
+            (Some("console"), _) => {
+                Err("console takes allow ADDR, deny ADDR, list, or key HEX|none")
+            }
             (Some("fuzz"), local) => {
                 let local = ip(local)?;
                 let (mut seed, mut rate, mut count) = (1, 1_000_000, None);
@@ -545,5 +565,29 @@ impl Lst {
             t.size = size.ok_or("brw needs size")?;
         }
         Ok(t)
+    }
+}
+
+/// The 32 bytes of a key given as 64 hex digits.
+fn parse_key(v: &str) -> Option<[u8; 32]> {
+    let b = v.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut key = [0u8; 32];
+    for (k, pair) in key.iter_mut().zip(b.chunks_exact(2)) {
+        *k = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(key)
+}
+
+/// A command line as a log line may show it: a console key's value never is.
+pub(crate) fn shown(line: &str) -> &str {
+    let t = line.trim();
+    let mut w = t.split_ascii_whitespace();
+    match (w.next(), w.next()) {
+        (Some("console"), Some("key")) => "console key (value not shown)",
+        _ => t,
     }
 }

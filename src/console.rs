@@ -26,6 +26,10 @@ use kernel::{
 };
 
 use crate::{
+    auth::{
+        self,
+        Key, //
+    },
     command::Lst,
     control::{
         self,
@@ -44,9 +48,13 @@ use crate::{
     session::{
         Admitted,
         Node,
-        Session, //
+        Session,
+        Verdict, //
     },
-    show::Ip,
+    show::{
+        pr_limited,
+        Ip, //
+    },
     transport::{
         Control,
         Iface, //
@@ -133,6 +141,32 @@ impl Console {
         Ok(was)
     }
 
+    /// Installs the cluster key (`None`: removes it); the session, if any, ends and its test
+    /// stops (it was proved with the key replaced).
+    pub(crate) fn set_key(&self, key: Option<Key>) {
+        let mut st = self.inner.st.lock();
+        if let Some(s) = st.node.set_key(key) {
+            pr_info!(
+                "console: the key changed: session {:#x} of {} ends, the test stops\n",
+                s.id,
+                Ip(s.console)
+            );
+            Inner::stop_locked(&mut st);
+        }
+        match key {
+            Some(k) => pr_info!(
+                "console: key {:08x} installed\n",
+                auth::fingerprint(verbs::hmac_sha256, &k)
+            ),
+            None => pr_info!("console: key removed: every console is refused\n"),
+        }
+    }
+
+    /// The cluster key, for this node's own console requests (`crate::ask`).
+    pub(crate) fn key(&self) -> Option<Key> {
+        self.inner.st.lock().node.key
+    }
+
     /// The listing of `console list`: the consoles allowed, the session, the test.
     pub(crate) fn listing(&self) -> Listing<'_> {
         Listing(self)
@@ -158,11 +192,21 @@ impl Console {
             )?,
             None => f.write_str("; session none")?,
         }
+        let r = &st.node.refused;
         write!(
             f,
-            "; test {}; refused {}",
+            "; test {}; refused {}; key ",
             st.state.name(),
-            st.node.refusals
+            r.not_allowed
+        )?;
+        match &st.node.key {
+            Some(k) => write!(f, "{:08x}", auth::fingerprint(verbs::hmac_sha256, k))?,
+            None => f.write_str("none")?,
+        }
+        write!(
+            f,
+            "; rejected no_key={} bad_proof={} stale={} not_holder={}",
+            r.no_key, r.bad_proof, r.stale, r.not_holder
         )
     }
 }
@@ -306,14 +350,31 @@ impl Console {
             .map_err(|_| ENOMEM)
     }
 
-    /// Answers request `req` of console `from` to `iface`.
-    fn answer(&self, iface: &Arc<Iface>, from: [u8; 4], req: &Request) -> Reply {
+    /// Answers request `req` (decoded from `bytes`) of console `from` to `iface`.
+    fn answer(&self, iface: &Arc<Iface>, from: [u8; 4], req: &Request, bytes: &[u8]) -> Payload {
         let now = self.inner.now_ms();
+        let fresh = if req.op == Op::Hello {
+            verbs::random_bytes()
+        } else {
+            [0; auth::NONCE_LEN]
+        };
+        let me = iface.addr().ip;
         let mut st = self.inner.st.lock();
         self.inner.expire_locked(&mut st, now);
-        let status = match st.node.admit(now, from, req) {
-            Err(e) => e,
+        let v: Verdict = st
+            .node
+            .admit(verbs::hmac_sha256, now, from, me, req, bytes, fresh);
+        let mut nonce = None;
+        let status = match v.status {
+            Err(e) => {
+                Self::log_refusal(from, req, e);
+                e
+            }
             Ok(Admitted::Nothing) => 0,
+            Ok(Admitted::Challenge(n)) => {
+                nonce = Some(n);
+                0
+            }
             Ok(Admitted::Stop) => {
                 Inner::stop_locked(&mut st);
                 if req.op == Op::Leave {
@@ -339,7 +400,7 @@ impl Console {
                 }
             }
         };
-        if req.op == Op::Join && status == 0 {
+        if req.op == Op::Join && status == 0 && req.challenged() {
             pr_info!(
                 "console: {} holds this node (session {:#x}, lease {} ms)\n",
                 Ip(from),
@@ -347,15 +408,49 @@ impl Console {
                 req.lease_ms
             );
         }
+        // The session is named to its holder only; a refused console learns who holds it.
         let held: Option<Session> = st.node.session;
-        Reply {
+        let shown = held.filter(|_| v.holder);
+        let reply = Reply {
             op: req.op,
             status,
-            session: held.map_or(0, |s| s.id),
+            session: shown.map_or(0, |s| s.id),
             holder: held.map_or([0; 4], |s| s.console),
-            lease_left_ms: held.map_or(0, |s| u32::try_from(s.left_ms(now)).unwrap_or(u32::MAX)),
+            lease_left_ms: shown.map_or(0, |s| u32::try_from(s.left_ms(now)).unwrap_or(u32::MAX)),
             run: st.state,
             counters: Inner::counters(&st, iface, now.saturating_mul(1000)),
+            seq: req.seq,
+            tag: nonce.unwrap_or_default(),
+        };
+        reply.sealed(verbs::hmac_sha256, v.key.as_ref())
+    }
+
+    /// One rate-limited line for a refused request of an allowed console.
+    fn log_refusal(from: [u8; 4], req: &Request, e: i32) {
+        let op = req.op.name();
+        match e {
+            control::ENOKEY => pr_limited!(
+                pr_warn,
+                "console: refused {} from {}: this node has no console key (install the \
+                 cluster's: fastreg-lst console key FILE)\n",
+                op,
+                Ip(from)
+            ),
+            control::EKEYREJECTED => pr_limited!(
+                pr_warn,
+                "console: refused {} from {}: its proof of the key failed (a wrong key, or \
+                 forged)\n",
+                op,
+                Ip(from)
+            ),
+            control::ESTALE => pr_limited!(
+                pr_warn,
+                "console: refused {} from {}: replayed, or its challenge is unknown, used or \
+                 expired\n",
+                op,
+                Ip(from)
+            ),
+            _ => {}
         }
     }
 }
@@ -385,6 +480,8 @@ impl Console {
             lease_left_ms: 0,
             run: RunState::None,
             counters: Counters::default(),
+            seq: 0,
+            tag: [0; auth::TAG_LEN],
         })
     }
 }
@@ -396,15 +493,20 @@ impl Control for Console {
             *reply = self.refuse(from, req);
             return;
         }
-        let req = match Request::decode(req) {
+        let r = match Request::decode(req) {
             Ok(r) => r,
             Err(why) => {
-                pr_err!("console: bad request from {}: {}\n", Ip(from), why.name());
+                pr_limited!(
+                    pr_err,
+                    "console: bad request from {}: {}\n",
+                    Ip(from),
+                    why.name()
+                );
                 // No answer: the connection fails as for any malformed message.
                 return;
             }
         };
-        *reply = Payload::reply(&self.answer(iface, from, &req));
+        *reply = self.answer(iface, from, &r, req);
     }
 
     fn tick(&self) {

@@ -80,6 +80,9 @@ impl ConsoleCmd {
                 session: 0,
                 lease_ms: 0,
                 start: None,
+                nonce: None,
+                seq: 0,
+                tag: [0; crate::auth::TAG_LEN],
             },
             timeout_ms: TIMEOUT_MS,
         };

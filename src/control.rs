@@ -9,20 +9,43 @@
 //! every reserved byte zero; a node checks a request against the limits here before it acts
 //! on it, and a console checks a reply the same way.
 //!
-//! Who may ask what of a node is `crate::session`'s.
+//! Who may ask what of a node is `crate::session`'s; the proofs of the cluster key that
+//! requests and replies carry (nonces, sequence numbers, tags) are `crate::auth`'s.
 //!
 //! Pure logic: no `kernel::`, compiled by the host tests too.
 
+use crate::auth::{
+    self,
+    Dir,
+    Key,
+    Mac,
+    Nonce,
+    Tag,
+    NONCE_LEN,
+    TAG_LEN, //
+};
+
 /// Most bytes of a control payload (fits the smallest message any connection negotiates).
-pub(crate) const MAX_PAYLOAD: usize = 192;
-/// Bytes of a request but START, and of START's common part.
+pub(crate) const MAX_PAYLOAD: usize = crate::wire::MAX_CONTROL;
+/// Bytes of every request's head (operation, flags, lease, session).
 pub(crate) const REQ_LEN: usize = 16;
-/// Bytes of a START request before its peers.
+/// Bytes of a HELLO: the head and the console's nonce.
+pub(crate) const HELLO_LEN: usize = REQ_LEN + NONCE_LEN;
+/// Bytes of a START request's head and test, before its peers.
 pub(crate) const START_LEN: usize = 48;
+/// Bytes after a request's body: its sequence number and tag.
+pub(crate) const TRAILER_LEN: usize = 8 + TAG_LEN;
 /// Most peers of one START.
 pub(crate) const MAX_PEERS: usize = 32;
+/// Bytes of a reply before its tag.
+pub(crate) const REPLY_TAGGED: usize = 136;
 /// Bytes of a reply.
-pub(crate) const REPLY_LEN: usize = 136;
+pub(crate) const REPLY_LEN: usize = REPLY_TAGGED + TAG_LEN;
+/// Request flag: a challenged JOIN or QUERY (it echoes the node's nonce and is tagged with
+/// the challenge's key, `crate::auth`).
+pub(crate) const CHALLENGED: u8 = 1;
+
+const _: () = assert!(START_LEN + 4 * MAX_PEERS + TRAILER_LEN <= MAX_PAYLOAD);
 
 /// Shortest and longest session lease, in milliseconds.
 pub(crate) const LEASE_MS: core::ops::RangeInclusive<u32> = 1000..=600_000;
@@ -44,6 +67,13 @@ pub(crate) const MAX_COUNT: u64 = 1 << 40;
 // Errnos of replies (negative, as on the wire).
 /// The console is not allowed on this node.
 pub(crate) const EPERM: i32 = -1;
+/// The node has no console key: it refuses every console.
+pub(crate) const ENOKEY: i32 = -126;
+/// The request's proof of the key failed (a wrong key, a forgery).
+pub(crate) const EKEYREJECTED: i32 = -129;
+/// A request replayed (its sequence number was used), or a challenge unknown, used or
+/// expired.
+pub(crate) const ESTALE: i32 = -116;
 /// Not in this session (never joined, left, or the lease expired).
 pub(crate) const ESRCH: i32 = -3;
 /// No memory to start the test.
@@ -111,8 +141,10 @@ pub(crate) enum Op {
     Start = 3,
     /// Stop the test.
     Stop = 4,
-    /// The counters (with session 0: read only, outside any session).
+    /// The counters (with session 0: read only, outside any session, challenged).
     Query = 5,
+    /// Ask for a challenge (the node's nonce), before a JOIN or a read-only QUERY.
+    Hello = 6,
 }
 
 impl Op {
@@ -124,6 +156,7 @@ impl Op {
             3 => Op::Start,
             4 => Op::Stop,
             5 => Op::Query,
+            6 => Op::Hello,
             _ => return None,
         })
     }
@@ -136,6 +169,7 @@ impl Op {
             Op::Start => "start",
             Op::Stop => "stop",
             Op::Query => "query",
+            Op::Hello => "hello",
         }
     }
 
@@ -230,6 +264,12 @@ pub(crate) struct Request {
     pub(crate) lease_ms: u32,
     /// START: the test.
     pub(crate) start: Option<Start>,
+    /// HELLO: the console's nonce; a challenged JOIN or QUERY: the node's, echoed.
+    pub(crate) nonce: Option<Nonce>,
+    /// Its sequence number in its session (0: HELLO, a challenged request).
+    pub(crate) seq: u64,
+    /// Its tag (none for HELLO): see [`Request::sealed`].
+    pub(crate) tag: Tag,
 }
 
 /// Why a request or a reply was refused by its decoder.
@@ -283,15 +323,25 @@ fn zero(b: &[u8]) -> bool {
 }
 
 impl Request {
-    /// Bytes of its encoding.
-    pub(crate) fn len(&self) -> usize {
-        match &self.start {
-            Some(s) => START_LEN + 4 * s.peers().len(),
-            None => REQ_LEN,
-        }
+    /// Whether it is a challenged JOIN or QUERY (it echoes the node's nonce).
+    pub(crate) fn challenged(&self) -> bool {
+        self.op != Op::Hello && self.nonce.is_some()
     }
 
-    /// Encodes it into `out` (at least [`MAX_PAYLOAD`] bytes); returns the length.
+    /// Bytes of its encoding.
+    pub(crate) fn len(&self) -> usize {
+        if self.op == Op::Hello {
+            return HELLO_LEN;
+        }
+        let body = match &self.start {
+            Some(s) => START_LEN + 4 * s.peers().len(),
+            None => REQ_LEN,
+        };
+        body + if self.challenged() { NONCE_LEN } else { 0 } + TRAILER_LEN
+    }
+
+    /// Encodes it into `out` (at least [`MAX_PAYLOAD`] bytes), its tag as it is; returns
+    /// the length.
     pub(crate) fn encode(&self, out: &mut [u8]) -> usize {
         let len = self.len();
         let out = &mut out[..len];
@@ -299,6 +349,11 @@ impl Request {
         out[0] = self.op as u8;
         put(out, 4, &self.lease_ms.to_le_bytes());
         put(out, 8, &self.session.to_le_bytes());
+        if self.op == Op::Hello {
+            put(out, REQ_LEN, self.nonce.as_ref().unwrap_or(&[0; NONCE_LEN]));
+            return len;
+        }
+        let mut at = REQ_LEN;
         if let Some(s) = &self.start {
             out[16] = s.test as u8;
             out[17] = s.check;
@@ -315,22 +370,78 @@ impl Request {
             for (i, p) in s.peers().iter().enumerate() {
                 put(out, START_LEN + 4 * i, p);
             }
+            at = START_LEN + 4 * s.peers().len();
         }
+        if let (true, Some(n)) = (self.challenged(), &self.nonce) {
+            out[1] = CHALLENGED;
+            put(out, at, n);
+            at += NONCE_LEN;
+        }
+        put(out, at, &self.seq.to_le_bytes());
+        put(out, at + 8, &self.tag);
         len
     }
 
-    /// Decodes and checks a request.
+    /// Its encoding, tagged under `key` (HELLO: untagged).
+    pub(crate) fn sealed(&self, mac: Mac, key: &Key) -> Payload {
+        let mut p = Payload::new();
+        let n = self.encode(&mut p.b);
+        if self.op != Op::Hello {
+            if let Some(t) = auth::tag(mac, key, Dir::Request, &p.b[..n - TAG_LEN]) {
+                p.b[n - TAG_LEN..n].copy_from_slice(&t);
+            }
+        }
+        p.len = n as u8;
+        p
+    }
+
+    /// Whether `bytes` (its encoding, as received) carry the tag of a request under `key`.
+    pub(crate) fn tag_ok(bytes: &[u8], mac: Mac, key: &Key) -> bool {
+        let Some(n) = bytes.len().checked_sub(TAG_LEN) else {
+            return false;
+        };
+        let mut t = [0u8; TAG_LEN];
+        t.copy_from_slice(&bytes[n..]);
+        auth::check(mac, key, Dir::Request, &bytes[..n], &t)
+    }
+
+    /// Decodes and checks a request (its layout and limits; not its tag).
     pub(crate) fn decode(b: &[u8]) -> Result<Request, Bad> {
         if b.len() < REQ_LEN {
             return Err(Bad::Length);
         }
         let op = Op::from_u8(b[0]).ok_or(Bad::Op)?;
-        if !zero(&b[1..4]) {
+        let flags = b[1];
+        if !zero(&b[2..4]) || flags & !CHALLENGED != 0 {
             return Err(Bad::Reserved);
         }
         let lease_ms = u32_at(b, 4);
         let session = u64_at(b, 8);
+        let nonce_at = |at: usize| {
+            let mut n = [0u8; NONCE_LEN];
+            n.copy_from_slice(&b[at..at + NONCE_LEN]);
+            n
+        };
+        if op == Op::Hello {
+            if b.len() != HELLO_LEN {
+                return Err(Bad::Length);
+            }
+            if flags != 0 || lease_ms != 0 {
+                return Err(Bad::Limit);
+            }
+            return Ok(Request {
+                op,
+                session,
+                lease_ms,
+                start: None,
+                nonce: Some(nonce_at(REQ_LEN)),
+                seq: 0,
+                tag: [0; TAG_LEN],
+            });
+        }
+        let challenged = flags & CHALLENGED != 0;
         let mut start = None;
+        let mut body = REQ_LEN;
         if op == Op::Start {
             if b.len() < START_LEN {
                 return Err(Bad::Length);
@@ -339,9 +450,7 @@ impl Request {
             if !(1..=MAX_PEERS).contains(&usize::from(npeers)) {
                 return Err(Bad::Limit);
             }
-            if b.len() != START_LEN + 4 * usize::from(npeers) {
-                return Err(Bad::Length);
-            }
+            body = START_LEN + 4 * usize::from(npeers);
             if !zero(&b[34..40]) {
                 return Err(Bad::Reserved);
             }
@@ -357,6 +466,9 @@ impl Request {
                 1 => Span::Seconds(v),
                 _ => return Err(Bad::Limit),
             };
+            if b.len() < body {
+                return Err(Bad::Length);
+            }
             let mut peers = [[0u8; 4]; MAX_PEERS];
             for (i, p) in peers.iter_mut().take(usize::from(npeers)).enumerate() {
                 p.copy_from_slice(&b[START_LEN + 4 * i..START_LEN + 4 * i + 4]);
@@ -375,15 +487,30 @@ impl Request {
                 return Err(Bad::Limit);
             }
             start = Some(s);
-        } else if b.len() != REQ_LEN {
+        }
+        let nonce_len = if challenged { NONCE_LEN } else { 0 };
+        if b.len() != body + nonce_len + TRAILER_LEN {
             return Err(Bad::Length);
         }
-        // A lease only with JOIN, within its limits; a session but for a read-only QUERY.
+        let nonce = challenged.then(|| nonce_at(body));
+        let seq = u64_at(b, body + nonce_len);
+        let mut tag = [0u8; TAG_LEN];
+        tag.copy_from_slice(&b[b.len() - TAG_LEN..]);
+        // A lease only with JOIN, within its limits; a session but for a read-only QUERY,
+        // which is challenged; challenged: a JOIN or a read-only QUERY, with no sequence
+        // number; in a session: a sequence number.
         let lease_ok = match op {
             Op::Join => LEASE_MS.contains(&lease_ms),
             _ => lease_ms == 0,
         };
-        if !lease_ok || (session == 0 && op != Op::Query) {
+        let session_ok = if op == Op::Query {
+            (session == 0) == challenged
+        } else {
+            session != 0
+        };
+        let challenge_ok = !challenged || matches!(op, Op::Join | Op::Query);
+        let seq_ok = (seq == 0) == challenged;
+        if !lease_ok || !session_ok || !challenge_ok || !seq_ok {
             return Err(Bad::Limit);
         }
         Ok(Request {
@@ -391,6 +518,9 @@ impl Request {
             session,
             lease_ms,
             start,
+            nonce,
+            seq,
+            tag,
         })
     }
 }
@@ -484,9 +614,31 @@ pub(crate) struct Reply {
     pub(crate) run: RunState,
     /// The counters.
     pub(crate) counters: Counters,
+    /// The sequence number of the request answered (0: HELLO, challenged, refused before
+    /// its proof).
+    pub(crate) seq: u64,
+    /// HELLO's answer: the node's nonce. Otherwise the tag under the request's key (zero
+    /// when the request's proof failed or was not checked): see [`Reply::sealed`].
+    pub(crate) tag: Tag,
 }
 
 impl Reply {
+    /// Its encoding, tagged under `key` (`None`: as it is).
+    pub(crate) fn sealed(&self, mac: Mac, key: Option<&Key>) -> Payload {
+        let mut p = Payload::reply(self);
+        if let Some(t) = key.and_then(|k| auth::tag(mac, k, Dir::Reply, &p.b[..REPLY_TAGGED])) {
+            p.b[REPLY_TAGGED..REPLY_LEN].copy_from_slice(&t);
+        }
+        p
+    }
+
+    /// Whether it carries the tag of a reply under `key`.
+    pub(crate) fn tag_ok(&self, mac: Mac, key: &Key) -> bool {
+        let mut b = [0u8; REPLY_LEN];
+        self.encode(&mut b);
+        auth::check(mac, key, Dir::Reply, &b[..REPLY_TAGGED], &self.tag)
+    }
+
     /// Encodes it into `out` (at least [`REPLY_LEN`] bytes); returns the length.
     pub(crate) fn encode(&self, out: &mut [u8]) -> usize {
         let out = &mut out[..REPLY_LEN];
@@ -511,6 +663,8 @@ impl Reply {
         put(out, 104, &c.rx_bytes.to_le_bytes());
         put(out, 112, &c.tx_ops.to_le_bytes());
         put(out, 120, &c.tx_bytes.to_le_bytes());
+        put(out, 128, &self.seq.to_le_bytes());
+        put(out, REPLY_TAGGED, &self.tag);
         REPLY_LEN
     }
 
@@ -526,9 +680,6 @@ impl Reply {
         if !zero(&b[1..4]) || !zero(&b[21..24]) || !zero(&b[28..32]) || !zero(&b[76..80]) {
             return Err(Bad::Reserved);
         }
-        if !zero(&b[128..]) {
-            return Err(Bad::Reserved);
-        }
         let status = u32_at(b, 4) as i32;
         let first_error = u32_at(b, 72) as i32;
         if !(-4095..=0).contains(&status) || !(-4095..=0).contains(&first_error) {
@@ -541,6 +692,8 @@ impl Reply {
         for (i, e) in errors.iter_mut().enumerate() {
             *e = u32_at(b, 80 + 4 * i);
         }
+        let mut tag = [0u8; TAG_LEN];
+        tag.copy_from_slice(&b[REPLY_TAGGED..REPLY_LEN]);
         Ok(Reply {
             op,
             status,
@@ -561,6 +714,8 @@ impl Reply {
                 tx_ops: u64_at(b, 112),
                 tx_bytes: u64_at(b, 120),
             },
+            seq: u64_at(b, 128),
+            tag,
         })
     }
 }

@@ -7,6 +7,7 @@
 
 mod api;
 mod ask;
+mod auth;
 mod budget;
 mod client;
 mod command;

@@ -204,7 +204,7 @@ fn read_command<'a, T>(
 ) -> Result<T> {
     let line = read_line(reader, buf)?;
     parse(line).map_err(|why| {
-        pr_err!("{}: {}: {}\n", name, why, line.trim());
+        pr_err!("{}: {}: {}\n", name, why, command::shown(line));
         EINVAL
     })
 }
@@ -428,6 +428,13 @@ impl CtlFile {
                 };
                 (r.map(|_| ()), text)
             }
+            command::Ctl::ConsoleKey { key } => {
+                self.console.set_key(key);
+                (
+                    Ok(()),
+                    CString::try_from_fmt(fmt!("{}", Show(self.console.listing()))),
+                )
+            }
             command::Ctl::Close { local, peer } => {
                 let r = self.ifaces.find(local).ok_or(ENOENT).and_then(|i| {
                     let port = i.addr().port;
@@ -487,6 +494,12 @@ impl LstFile {
 #[pin_data]
 pub(crate) struct ConsoleFile {
     ifaces: Arc<Ifaces>,
+    /// This node's console side: the cluster key.
+    console: Arc<Console>,
+    /// The sessions this node's console holds on nodes (commands are one at a time: the
+    /// writer holds the lock for the command).
+    #[pin]
+    held: Mutex<KVec<ask::Held>>,
     /// The answers of the last command.
     #[pin]
     last: Mutex<Option<Result<ask::Answers, Error>>>,
@@ -505,7 +518,12 @@ impl ConsoleFile {
         let cmd = read_command("console", reader, &mut buf, ConsoleCmd::parse)?;
         // Not under `last`: a reader does not wait for the nodes (fastreg-lst serializes its
         // commands with an flock on the file).
-        let r = ask::ask(&self.ifaces, &cmd);
+        let r = ask::ask(
+            &self.ifaces,
+            &cmd,
+            self.console.key(),
+            &mut self.held.lock(),
+        );
         let status = r.as_ref().map(|_| ()).map_err(|e| *e);
         *self.last.lock() = Some(r);
         status
@@ -600,6 +618,7 @@ impl Report {
             GFP_KERNEL,
         )?;
         let ctl_ifaces = ifaces.clone();
+        let console_side = console.clone();
         let ctl = KBox::pin_init(
             dir.read_write_callback_file(
                 c"ctl",
@@ -642,6 +661,8 @@ impl Report {
                 c"console",
                 pin_init!(ConsoleFile {
                     ifaces: console_ifaces,
+                    console: console_side,
+                    held <- new_mutex!(KVec::new(), "fastreg::ConsoleFile::held"),
                     last <- new_mutex!(None, "fastreg::ConsoleFile::last"),
                 }),
                 &|c: &ConsoleFile, f| c.show(f),

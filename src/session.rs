@@ -3,21 +3,36 @@
 //! A node's side of the console's trust model.
 //!
 //! A node accepts control requests (`crate::control`) only from the consoles its
-//! administrator allowed ([`Allow`], `console allow ADDR`; none by default), is in one
+//! administrator allowed ([`Allow`], `console allow ADDR`; none by default) that prove the
+//! cluster key (`crate::auth`; without a key installed every console is refused), is in one
 //! session at a time, and holds it only while its console keeps speaking ([`Node`]: a lease
 //! renewed by every request of the session and expired by the periodic work), so a dead
-//! console never leaves a test running.
+//! console never leaves a test running. An address is only a first filter: a session is
+//! the key derived at its JOIN, and each of its requests is tagged with it and numbered.
 //!
 //! Pure logic: no `kernel::`, compiled by the host tests too.
 
-use crate::control::{
-    Op,
-    Request,
-    Start,
-    EBUSY,
-    EINVAL,
-    EPERM,
-    ESRCH, //
+use crate::{
+    auth::{
+        self,
+        Challenge,
+        Challenges,
+        Key,
+        Mac,
+        Nonce, //
+    },
+    control::{
+        Op,
+        Request,
+        Start,
+        EBUSY,
+        EINVAL,
+        EKEYREJECTED,
+        ENOKEY,
+        EPERM,
+        ESRCH,
+        ESTALE, //
+    },
 };
 
 /// Most consoles a node allows.
@@ -76,6 +91,10 @@ pub(crate) struct Session {
     pub(crate) lease_ms: u32,
     /// When its console was last heard, on the node's clock (milliseconds).
     pub(crate) heard_ms: u64,
+    /// Its key (derived at its JOIN: `auth::challenge_key`).
+    pub(crate) key: Key,
+    /// The last sequence number admitted.
+    pub(crate) seq: u64,
 }
 
 impl Session {
@@ -94,6 +113,44 @@ pub(crate) enum Admitted {
     Start(Start),
     /// Stop the test (STOP, LEAVE).
     Stop,
+    /// A HELLO answered: the reply carries this nonce.
+    Challenge(Nonce),
+}
+
+/// Requests refused, by why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Refused {
+    /// From a console not allowed.
+    pub(crate) not_allowed: u64,
+    /// While the node had no key.
+    pub(crate) no_key: u64,
+    /// Whose proof of the key failed (a wrong key, a forged or altered request).
+    pub(crate) bad_proof: u64,
+    /// Replayed, or for a challenge unknown, used or expired.
+    pub(crate) stale: u64,
+    /// For a session the console does not hold (another's, or none).
+    pub(crate) not_holder: u64,
+}
+
+/// What a node does with a request: its status, and how its reply is sealed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// What the request does, or why it is refused (the reply's status).
+    pub(crate) status: Result<Admitted, i32>,
+    /// The key the reply is tagged with: the request's, once its proof held.
+    pub(crate) key: Option<Key>,
+    /// Whether the reply may name the session (only to its holder, in it).
+    pub(crate) holder: bool,
+}
+
+impl Verdict {
+    fn refused(e: i32) -> Self {
+        Self {
+            status: Err(e),
+            key: None,
+            holder: false,
+        }
+    }
 }
 
 /// A node's console state: who may drive it, and the session it is in.
@@ -107,8 +164,12 @@ pub(crate) struct Node {
     pub(crate) allow: Allow,
     /// Refused consoles already logged (each once, until it is allowed), and refusals.
     logged: Allow,
-    /// Requests refused because their console was not allowed.
-    pub(crate) refusals: u64,
+    /// Requests refused, by why.
+    pub(crate) refused: Refused,
+    /// The cluster key; none: every console is refused.
+    pub(crate) key: Option<Key>,
+    /// The challenges answered and not yet used.
+    challenges: Challenges,
     /// The session, if any (possibly expired: see [`Node::expire`]).
     pub(crate) session: Option<Session>,
 }
@@ -125,8 +186,16 @@ impl Node {
     /// Counts a request of `ip` refused as not allowed; whether to log it (the first time
     /// for this address, for the first [`MAX_ALLOWED`] addresses).
     pub(crate) fn refuse(&mut self, ip: [u8; 4]) -> bool {
-        self.refusals += 1;
+        self.refused.not_allowed += 1;
         self.logged.add(ip) == Ok(true)
+    }
+
+    /// Installs the cluster key (`None`: removes it). The session, if any, ends: it was
+    /// proved with the key replaced. Returns it.
+    pub(crate) fn set_key(&mut self, key: Option<Key>) -> Option<Session> {
+        self.key = key;
+        self.challenges = Challenges::default();
+        self.session.take()
     }
 
     /// Allows `ip`: `Ok(false)` when it was already, `Err(())` when the list is full.
@@ -148,52 +217,144 @@ impl Node {
         (was, ended)
     }
 
-    /// Admits `req` of console `from` at `now_ms`, renewing the session's lease; or says
-    /// why not (the reply's status). A lease that ran out ends first (the caller stops the
-    /// test of a session [`Node::expire`] returns before it asks).
+    /// Admits `req` (decoded from `bytes`) of console `from` to this node's address `me`
+    /// at `now_ms`, renewing the session's lease; or says why not. `fresh` is a new random
+    /// nonce, given out if the request is a HELLO. A lease that ran out ends first (the
+    /// caller stops the test of a session [`Node::expire`] returns before it asks).
+    ///
+    /// A request changes the session only once its proof of the key held: a forged,
+    /// replayed or altered one is counted and changes nothing.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn admit(
         &mut self,
+        mac: Mac,
         now_ms: u64,
         from: [u8; 4],
+        me: [u8; 4],
         req: &Request,
-    ) -> Result<Admitted, i32> {
+        bytes: &[u8],
+        fresh: Nonce,
+    ) -> Verdict {
+        // The caller refuses (and counts, see [`Node::refuse`]) consoles not allowed first.
         if !self.allow.contains(from) {
-            return Err(EPERM);
+            return Verdict::refused(EPERM);
         }
+        let Some(cluster) = self.key else {
+            self.refused.no_key += 1;
+            return Verdict::refused(ENOKEY);
+        };
         // The caller expires first (and stops its test); one found expired here just ends.
         let _ = self.expire(now_ms);
-        if req.op == Op::Query && req.session == 0 {
-            return Ok(Admitted::Nothing);
+        if req.op == Op::Hello {
+            let nc = req.nonce.unwrap_or_default();
+            self.challenges.give(Challenge {
+                console: from,
+                nc,
+                nn: fresh,
+                at_ms: now_ms,
+            });
+            return Verdict {
+                status: Ok(Admitted::Challenge(fresh)),
+                key: None,
+                holder: false,
+            };
         }
-        match (&mut self.session, req.op) {
-            (None, Op::Join) => {
-                self.session = Some(Session {
-                    console: from,
-                    id: req.session,
-                    lease_ms: req.lease_ms,
-                    heard_ms: now_ms,
-                });
+        if let (true, Some(nn)) = (req.challenged(), req.nonce) {
+            return self.challenged(mac, now_ms, from, me, cluster, req, bytes, &nn);
+        }
+        // In a session: its holder's address and id, its key, a new sequence number.
+        let Some(s) = self.session.as_mut() else {
+            self.refused.not_holder += 1;
+            return Verdict::refused(ESRCH);
+        };
+        if s.console != from || s.id != req.session {
+            self.refused.not_holder += 1;
+            return Verdict::refused(EBUSY);
+        }
+        if !Request::tag_ok(bytes, mac, &s.key) {
+            self.refused.bad_proof += 1;
+            return Verdict::refused(EKEYREJECTED);
+        }
+        let key = Some(s.key);
+        if req.seq <= s.seq {
+            self.refused.stale += 1;
+            return Verdict {
+                status: Err(ESTALE),
+                key,
+                holder: true,
+            };
+        }
+        s.seq = req.seq;
+        s.heard_ms = now_ms;
+        let status = match req.op {
+            Op::Join => {
+                s.lease_ms = req.lease_ms;
                 Ok(Admitted::Nothing)
             }
-            (None, _) => Err(ESRCH),
-            (Some(s), op) if s.console == from && s.id == req.session => {
-                s.heard_ms = now_ms;
-                match op {
-                    Op::Join => {
-                        s.lease_ms = req.lease_ms;
-                        Ok(Admitted::Nothing)
-                    }
-                    Op::Query => Ok(Admitted::Nothing),
-                    Op::Stop => Ok(Admitted::Stop),
-                    Op::Leave => {
-                        self.session = None;
-                        Ok(Admitted::Stop)
-                    }
-                    // Decoded requests of START carry their test.
-                    Op::Start => req.start.map(Admitted::Start).ok_or(EINVAL),
-                }
+            Op::Query => Ok(Admitted::Nothing),
+            Op::Stop => Ok(Admitted::Stop),
+            Op::Leave => {
+                self.session = None;
+                Ok(Admitted::Stop)
             }
-            (Some(_), _) => Err(EBUSY),
+            // Decoded requests of START carry their test.
+            Op::Start => req.start.map(Admitted::Start).ok_or(EINVAL),
+            Op::Hello => Err(EINVAL),
+        };
+        Verdict {
+            status,
+            key,
+            holder: true,
+        }
+    }
+
+    /// A challenged JOIN or read-only QUERY: its challenge used, its proof checked.
+    #[allow(clippy::too_many_arguments)]
+    fn challenged(
+        &mut self,
+        mac: Mac,
+        now_ms: u64,
+        from: [u8; 4],
+        me: [u8; 4],
+        cluster: Key,
+        req: &Request,
+        bytes: &[u8],
+        nn: &Nonce,
+    ) -> Verdict {
+        let Some(c) = self.challenges.take(now_ms, from, nn) else {
+            self.refused.stale += 1;
+            return Verdict::refused(ESTALE);
+        };
+        let key = auth::challenge_key(mac, &cluster, from, me, &c.nc, &c.nn);
+        if !Request::tag_ok(bytes, mac, &key) {
+            self.refused.bad_proof += 1;
+            return Verdict::refused(EKEYREJECTED);
+        }
+        let joined = Session {
+            console: from,
+            id: req.session,
+            lease_ms: req.lease_ms,
+            heard_ms: now_ms,
+            key,
+            seq: 0,
+        };
+        let (status, holder) = match (req.op, &self.session) {
+            (Op::Query, _) => (Ok(Admitted::Nothing), false),
+            // A new session, or its holder joining it again (it lost its key: a restart).
+            (Op::Join, held) if held.is_none_or(|s| s.console == from && s.id == req.session) => {
+                self.session = Some(joined);
+                (Ok(Admitted::Nothing), true)
+            }
+            (Op::Join, Some(_)) => {
+                self.refused.not_holder += 1;
+                (Err(EBUSY), false)
+            }
+            _ => (Err(EINVAL), false),
+        };
+        Verdict {
+            status,
+            key: Some(key),
+            holder,
         }
     }
 }

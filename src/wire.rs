@@ -20,7 +20,7 @@ pub(crate) const VERSION: u16 = 2;
 /// Size of the message header.
 pub(crate) const HDR_LEN: usize = 32;
 /// Most bytes of a control payload: it fits in the smallest message ([`MIN_MSG`]).
-pub(crate) const MAX_CONTROL: usize = 192;
+pub(crate) const MAX_CONTROL: usize = MIN_MSG as usize - HDR_LEN - 8;
 /// Size of one registration descriptor.
 pub(crate) const REG_LEN: usize = 16;
 /// Smallest message size a connection may negotiate.

@@ -3,6 +3,7 @@
  * Out-of-line wrappers of static inline verbs and KBUILD_MODNAME macros, for Rust.
  * See include/fastreg_helpers.h.
  */
+#include <crypto/sha2.h>
 #include <linux/debugfs.h>
 #include <linux/error-injection.h>
 #include <linux/fault-inject.h>
@@ -261,3 +262,9 @@ bool fastreg_should_fail_wr(u32 kinds)
 	return false;
 }
 #endif
+
+void fastreg_hmac_sha256(const u8 *key, size_t key_len, const u8 *data, size_t data_len,
+			 u8 *out)
+{
+	hmac_sha256_usingrawkey(key, key_len, data, data_len, out);
+}

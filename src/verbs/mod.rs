@@ -11,6 +11,7 @@ mod buffer;
 mod client;
 mod cm;
 mod cq;
+mod crypto;
 mod device;
 mod fault;
 mod ib;
@@ -48,6 +49,10 @@ pub(crate) use cq::{
     Cq,
     Handler,
     Wc, //
+};
+pub(crate) use crypto::{
+    hmac_sha256,
+    random_bytes, //
 };
 pub(crate) use device::{
     Device,

@@ -95,14 +95,20 @@ class Groups(unittest.TestCase):
 
 class Listing(unittest.TestCase):
     def test_idle(self):
-        self.assertEqual(fc.parse_listing("allowed none; session none; test idle; refused 0"),
-                         {"allowed": [], "session": None, "test": "idle", "refused": 0})
+        self.assertEqual(fc.parse_listing("allowed none; session none; test idle; refused 0; "
+                                          "key none; rejected no_key=3 bad_proof=0 stale=0 "
+                                          "not_holder=0"),
+                         {"allowed": [], "session": None, "test": "idle", "refused": 0,
+                          "key": None, "rejected": {"no_key": 3, "bad_proof": 0, "stale": 0,
+                                                    "not_holder": 0}})
 
     def test_held(self):
-        line = f"allowed {A} {B}; session 0x1f of {A} lease_left_ms=2500; test running; refused 21"
+        line = (f"allowed {A} {B}; session 0x1f of {A} lease_left_ms=2500; test running; "
+                "refused 21; key 0badf00d; rejected no_key=0 bad_proof=4 stale=1 not_holder=2")
         self.assertEqual(fc.parse_listing(line), {
             "allowed": [A, B], "session": {"id": "0x1f", "console": A, "lease_left_ms": 2500},
-            "test": "running", "refused": 21})
+            "test": "running", "refused": 21, "key": "0badf00d",
+            "rejected": {"no_key": 0, "bad_proof": 4, "stale": 1, "not_holder": 2}})
 
 
 class Refusal(unittest.TestCase):
@@ -110,9 +116,34 @@ class Refusal(unittest.TestCase):
         self.assertEqual(fc.refusal(C, {"status": -1}, A),
                          f"{C}: refused: this console ({A}) is not allowed there "
                          f"(on {C}: fastreg-lst console allow {A})")
-        self.assertEqual(fc.refusal(C, {"status": -16, "session": 0x2a, "holder": B,
-                                        "lease_left_ms": 12400}, A),
-                         f"{C}: busy: in session 0x2a of console {B} (12 s of its lease left)")
+        self.assertEqual(fc.refusal(C, {"status": -16, "session": 0, "holder": B,
+                                        "lease_left_ms": 0}, A),
+                         f"{C}: busy: in a session of console {B}")
+        self.assertIn("no console key", fc.refusal(C, {"status": -126}, A))
+        self.assertIn("differs", fc.refusal(C, {"status": -129}, A))
+
+
+class Key(unittest.TestCase):
+    def test_digest_and_checks(self):
+        import hashlib
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "key")
+            data = bytes(range(64))
+            with open(path, "wb") as f:
+                f.write(data)
+            os.chmod(path, 0o600)
+            self.assertEqual(fc.key_digest(path), hashlib.sha256(data).hexdigest())
+            os.chmod(path, 0o640)
+            with self.assertRaisesRegex(fc.Failure, "chmod 600"):
+                fc.key_digest(path)
+            with open(path, "wb") as f:
+                f.write(data[:31])
+            os.chmod(path, 0o600)
+            with self.assertRaisesRegex(fc.Failure, "at least 32"):
+                fc.key_digest(path)
+            with self.assertRaisesRegex(fc.Failure, "No such file"):
+                fc.key_digest(os.path.join(d, "none"))
         self.assertEqual(fc.refusal(C, {"error": -110}, A), f"{C}: no answer (timed out)")
 
 

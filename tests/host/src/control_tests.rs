@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Tests of `src/control.rs` and `src/session.rs`: golden vectors of the control payloads,
-//! round trips, a decoder fed random and mutated bytes, and the node's admission rules
-//! (allow list, one session at a time, the lease).
+//! round trips, a decoder fed random and mutated bytes, the allow list. The node's
+//! admission rules (keys, sessions, leases) are `auth_tests.rs`'.
 
 use crate::control::*;
 use crate::session::*;
@@ -30,31 +30,60 @@ fn start(peers: &[[u8; 4]]) -> Start {
     }
 }
 
-fn req(op: Op, session: u64) -> Request {
+/// A request of `op` in `session` (sequence number 1); a read-only QUERY (session 0) is
+/// challenged.
+pub(crate) fn req(op: Op, session: u64) -> Request {
+    let challenged = op == Op::Query && session == 0;
     Request {
         op,
         session,
         lease_ms: if op == Op::Join { 10_000 } else { 0 },
         start: None,
+        nonce: challenged.then_some([0x5a; 16]),
+        seq: u64::from(!challenged),
+        tag: [0xaa; 16],
     }
 }
 
 #[test]
 fn golden_requests() {
     let mut out = [0u8; MAX_PAYLOAD];
+    let tag = "aa".repeat(16);
     let n = req(Op::Join, 0x1122_3344_5566_7788).encode(&mut out);
     assert_eq!(
         hex(&out[..n]),
-        "0100000010270000_8877665544332211".replace('_', "")
+        format!("0100000010270000_8877665544332211_0100000000000000_{tag}").replace('_', "")
     );
+    // A read-only QUERY: challenged (flag 1), the node's nonce echoed, sequence 0.
     let n = req(Op::Query, 0).encode(&mut out);
-    assert_eq!(hex(&out[..n]), "05000000000000000000000000000000");
+    let nonce = "5a".repeat(16);
+    assert_eq!(
+        hex(&out[..n]),
+        format!("0501000000000000_0000000000000000_{nonce}_0000000000000000_{tag}")
+            .replace('_', "")
+    );
+    assert_eq!(Request::decode(&out[..n]), Ok(req(Op::Query, 0)));
+    // HELLO: the console's nonce, no sequence number nor tag.
+    let h = Request {
+        op: Op::Hello,
+        nonce: Some([0x11; 16]),
+        seq: 0,
+        tag: [0; 16],
+        ..req(Op::Hello, 5)
+    };
+    let n = h.encode(&mut out);
+    assert_eq!(n, HELLO_LEN);
+    assert_eq!(
+        hex(&out[..n]),
+        format!("0600000000000000_0500000000000000_{}", "11".repeat(16)).replace('_', "")
+    );
+    assert_eq!(Request::decode(&out[..n]), Ok(h));
     let r = Request {
         start: Some(start(&[B, [10, 0, 0, 3]])),
         ..req(Op::Start, 7)
     };
     let n = r.encode(&mut out);
-    assert_eq!(n, START_LEN + 8);
+    assert_eq!(n, START_LEN + 8 + TRAILER_LEN);
     let want = [
         "03000000",
         "00000000",
@@ -71,6 +100,8 @@ fn golden_requests() {
         "3c00000000000000", // 60 s
         "0a000002",
         "0a000003",
+        "0100000000000000", // sequence number
+        &tag,
     ]
     .concat();
     assert_eq!(hex(&out[..n]), want);
@@ -99,6 +130,8 @@ fn golden_reply() {
             tx_ops: 13,
             tx_bytes: 14,
         },
+        seq: 15,
+        tag: [0xbb; 16],
     };
     let mut out = [0u8; MAX_PAYLOAD];
     assert_eq!(r.encode(&mut out), REPLY_LEN);
@@ -123,7 +156,8 @@ fn golden_reply() {
         u(12),
         u(13),
         u(14),
-        u(0),
+        u(15),
+        "bb".repeat(16),
     ]
     .concat();
     assert_eq!(hex(&out[..REPLY_LEN]), want);
@@ -133,7 +167,7 @@ fn golden_reply() {
         Reply::decode(&out[..REPLY_LEN - 1], Op::Query),
         Err(Bad::Length)
     );
-    out[130] = 1;
+    out[2] = 1;
     assert_eq!(
         Reply::decode(&out[..REPLY_LEN], Op::Query),
         Err(Bad::Reserved)
@@ -157,6 +191,47 @@ fn requests_refused() {
         ..req(Op::Join, 1)
     }
     .encode(&mut out);
+    assert_eq!(Request::decode(&out[..n]), Err(Bad::Limit));
+    // A sequence number in a session, none when challenged; challenged: JOIN or QUERY.
+    let n = Request {
+        seq: 0,
+        ..req(Op::Stop, 1)
+    }
+    .encode(&mut out);
+    assert_eq!(Request::decode(&out[..n]), Err(Bad::Limit));
+    let n = Request {
+        nonce: Some([1; 16]),
+        seq: 0,
+        ..req(Op::Stop, 1)
+    }
+    .encode(&mut out);
+    assert_eq!(Request::decode(&out[..n]), Err(Bad::Limit));
+    let n = Request {
+        nonce: Some([1; 16]),
+        ..req(Op::Join, 1)
+    }
+    .encode(&mut out);
+    assert_eq!(Request::decode(&out[..n]), Err(Bad::Limit));
+    let n = Request {
+        nonce: None,
+        seq: 1,
+        ..req(Op::Query, 0)
+    }
+    .encode(&mut out);
+    assert_eq!(Request::decode(&out[..n]), Err(Bad::Limit));
+    // Unknown flags; a HELLO with a lease or of the wrong length.
+    let n = req(Op::Stop, 1).encode(&mut out);
+    out[1] = 2;
+    assert_eq!(Request::decode(&out[..n]), Err(Bad::Reserved));
+    let h = Request {
+        op: Op::Hello,
+        nonce: Some([1; 16]),
+        seq: 0,
+        ..req(Op::Hello, 1)
+    };
+    let n = h.encode(&mut out);
+    assert_eq!(Request::decode(&out[..n - 1]), Err(Bad::Length));
+    out[4] = 1;
     assert_eq!(Request::decode(&out[..n]), Err(Bad::Limit));
     // An unknown operation, a short START, peers beyond the length, zero concurrency.
     out[0] = 9;
@@ -190,7 +265,7 @@ fn requests_refused() {
 #[test]
 fn payload_fits_a_message() {
     assert_eq!(MAX_PAYLOAD, crate::wire::MAX_CONTROL);
-    const { assert!(START_LEN + 4 * MAX_PEERS <= MAX_PAYLOAD && REPLY_LEN <= MAX_PAYLOAD) };
+    const { assert!(START_LEN + 4 * MAX_PEERS + TRAILER_LEN <= MAX_PAYLOAD && REPLY_LEN <= MAX_PAYLOAD) };
     let r = Reply::decode(&[0u8; REPLY_LEN], Op::Query);
     assert_eq!(r, Err(Bad::Op));
 }
@@ -220,7 +295,7 @@ fn refusals_logged_once() {
     assert!(n.refuse(A));
     assert!(!n.refuse(A));
     assert!(n.refuse(B));
-    assert_eq!(n.refusals, 3);
+    assert_eq!(n.refused.not_allowed, 3);
     // Allowed, then denied: logged again.
     assert_eq!(n.allow(A), Ok(true));
     assert_eq!(n.deny(A), (true, None));
@@ -230,7 +305,7 @@ fn refusals_logged_once() {
         n.refuse([192, 168, 1, i]);
     }
     assert!(!n.refuse([172, 16, 0, 1]));
-    assert_eq!(n.refusals, 5 + MAX_ALLOWED as u64);
+    assert_eq!(n.refused.not_allowed, 5 + MAX_ALLOWED as u64);
 }
 
 #[test]
@@ -249,46 +324,6 @@ fn allow_list() {
     assert_eq!(a.list()[2], [192, 168, 0, 2]);
     assert_eq!(a.list()[3], [192, 168, 0, 4]);
     assert_eq!(a.add(B), Ok(true));
-}
-
-#[test]
-fn sessions() {
-    let mut n = Node::default();
-    // Nobody is allowed by default.
-    assert_eq!(n.admit(0, A, &req(Op::Join, 1)), Err(EPERM));
-    assert_eq!(n.admit(0, A, &req(Op::Query, 0)), Err(EPERM));
-    n.allow.add(A).unwrap();
-    n.allow.add(B).unwrap();
-    // A read-only query needs no session; anything else does.
-    assert_eq!(n.admit(0, A, &req(Op::Query, 0)), Ok(Admitted::Nothing));
-    assert_eq!(n.admit(0, A, &req(Op::Stop, 1)), Err(ESRCH));
-    assert_eq!(n.admit(0, A, &req(Op::Join, 1)), Ok(Admitted::Nothing));
-    // One session at a time: B is refused, and so is A under another id.
-    assert_eq!(n.admit(10, B, &req(Op::Join, 2)), Err(EBUSY));
-    assert_eq!(n.admit(10, A, &req(Op::Join, 2)), Err(EBUSY));
-    assert_eq!(n.admit(10, B, &req(Op::Query, 0)), Ok(Admitted::Nothing));
-    let s = Request {
-        start: Some(start(&[B])),
-        ..req(Op::Start, 1)
-    };
-    assert_eq!(n.admit(9_000, A, &s), Ok(Admitted::Start(start(&[B]))));
-    // Renewed at 9 s: alive at 18 s, expired at 19 s.
-    assert_eq!(n.session.unwrap().left_ms(18_999), 1);
-    assert_eq!(n.expire(18_999), None);
-    assert_eq!(n.expire(19_000).map(|s| s.id), Some(1));
-    assert_eq!(n.admit(19_001, A, &req(Op::Stop, 1)), Err(ESRCH));
-    // Expired: another console may take the node.
-    assert_eq!(n.admit(30_000, A, &req(Op::Join, 1)), Ok(Admitted::Nothing));
-    assert_eq!(n.admit(40_001, B, &req(Op::Join, 2)), Ok(Admitted::Nothing));
-    assert_eq!(n.session.unwrap().console, B);
-    assert_eq!(n.admit(40_002, B, &req(Op::Stop, 2)), Ok(Admitted::Stop));
-    assert_eq!(n.admit(40_003, B, &req(Op::Leave, 2)), Ok(Admitted::Stop));
-    assert_eq!(n.session, None);
-    // Denying a console ends its session.
-    assert_eq!(n.admit(50_000, A, &req(Op::Join, 3)), Ok(Admitted::Nothing));
-    assert_eq!(n.deny(B), (true, None));
-    assert_eq!(n.deny(A).1.map(|s| s.id), Some(3));
-    assert_eq!(n.admit(50_001, A, &req(Op::Query, 3)), Err(EPERM));
 }
 
 fn any_request() -> impl Strategy<Value = Request> {
@@ -329,13 +364,33 @@ fn any_request() -> impl Strategy<Value = Request> {
             };
             s
         });
-    (1u8..=5, 1u64.., LEASE_MS, st).prop_map(|(op, session, lease, st)| {
+    let how = (any::<bool>(), any::<[u8; 16]>(), 1u64.., any::<[u8; 16]>());
+    (1u8..=6, 0u64.., LEASE_MS, st, how).prop_map(|(op, session, lease, st, how)| {
         let op = Op::from_u8(op).unwrap();
+        let (challenge, nonce, seq, tag) = how;
+        // A read-only QUERY is challenged; a JOIN may be; HELLO carries a nonce only.
+        let challenged = match op {
+            Op::Query => session == 0,
+            Op::Join => challenge,
+            _ => false,
+        };
+        let session = if session == 0 && op != Op::Query && op != Op::Hello {
+            1
+        } else {
+            session
+        };
         Request {
             op,
             session,
             lease_ms: if op == Op::Join { lease } else { 0 },
             start: (op == Op::Start).then_some(st),
+            nonce: (challenged || op == Op::Hello).then_some(nonce),
+            seq: if challenged || op == Op::Hello {
+                0
+            } else {
+                seq
+            },
+            tag: if op == Op::Hello { [0; 16] } else { tag },
         }
     })
 }
@@ -359,7 +414,7 @@ proptest! {
             let n = r.encode(&mut out);
             prop_assert_eq!(&out[..n], &bytes[..]);
         }
-        for op in [Op::Join, Op::Start, Op::Query] {
+        for op in [Op::Join, Op::Start, Op::Query, Op::Hello] {
             if let Ok(r) = Reply::decode(&bytes, op) {
                 let mut out = [0u8; MAX_PAYLOAD];
                 let n = r.encode(&mut out);
@@ -377,39 +432,8 @@ proptest! {
         out[at % n] ^= 1 << bit;
         if let Ok(d) = Request::decode(&out[..n]) {
             prop_assert!(d.start.is_none_or(|s| s.valid()));
-            prop_assert!(d.session != 0 || d.op == Op::Query);
-        }
-    }
-
-    /// However requests of two consoles interleave, a session is held by one allowed
-    /// console at a time, and only its own requests renew it.
-    #[test]
-    fn one_holder(steps in proptest::collection::vec((any::<bool>(), 1u8..=5, 0u64..3, 0u64..4000), 1..60)) {
-        let mut n = Node::default();
-        n.allow.add(A).unwrap();
-        n.allow.add(B).unwrap();
-        let mut now = 0;
-        for (who, op, session, dt) in steps {
-            now += dt;
-            let from = if who { A } else { B };
-            let mut r = req(Op::from_u8(op).unwrap(), session);
-            if r.op == Op::Start {
-                r.start = Some(start(&[A]));
-            }
-            let before = n.session.filter(|s| s.left_ms(now) > 0);
-            let got = n.admit(now, from, &r);
-            match before {
-                Some(s) if s.console != from || s.id != session => {
-                    if !(r.op == Op::Query && session == 0) {
-                        prop_assert_eq!(got, Err(EBUSY));
-                    }
-                    prop_assert_eq!(n.session, Some(s));
-                }
-                _ => {}
-            }
-            if let Some(s) = n.session {
-                prop_assert!(n.allow.contains(s.console));
-            }
+            prop_assert!(d.session != 0 || d.op == Op::Query || d.op == Op::Hello);
+            prop_assert_eq!(d.seq == 0, d.nonce.is_some());
         }
     }
 }
@@ -497,6 +521,34 @@ mod commands {
                 allow: None,
                 ip: [0; 4]
             })
+        );
+        let hex = "00112233445566778899aabbccddeeff".repeat(2);
+        let mut key = [0u8; 32];
+        for (i, k) in key.iter_mut().enumerate() {
+            *k = (i as u8 % 16) * 0x11;
+        }
+        assert_eq!(
+            Ctl::parse(&format!("console key {hex}")),
+            Ok(Ctl::ConsoleKey { key: Some(key) })
+        );
+        assert_eq!(
+            Ctl::parse(&format!("console key {}", hex.to_uppercase())),
+            Ok(Ctl::ConsoleKey { key: Some(key) })
+        );
+        assert_eq!(
+            Ctl::parse("console key none"),
+            Ok(Ctl::ConsoleKey { key: None })
+        );
+        for bad in [&hex[1..], &format!("{hex}0"), &hex.replace('a', "g"), ""] {
+            let line = format!("console key {bad}");
+            assert!(Ctl::parse(&line).is_err(), "{line}");
+            // A refused key is never logged.
+            assert!(!crate::command::shown(&line).contains("0011"), "{line}");
+        }
+        assert!(Ctl::parse(&format!("console key {hex} x")).is_err());
+        assert_eq!(
+            crate::command::shown(" console  allow 10.0.0.3 "),
+            "console  allow 10.0.0.3"
         );
         assert!(Ctl::parse("console allow").is_err());
         assert!(Ctl::parse("console list 1").is_err());

@@ -8,6 +8,8 @@
 // The module uses only part of each pure file on any given build.
 #![allow(dead_code)]
 
+#[path = "../../../src/auth.rs"]
+pub(crate) mod auth;
 #[path = "../../../src/budget.rs"]
 pub(crate) mod budget;
 #[path = "../../../src/command.rs"]
@@ -47,6 +49,8 @@ pub(crate) mod wire;
 #[path = "../../../src/xfer_state.rs"]
 pub(crate) mod xfer_state;
 
+#[cfg(test)]
+mod auth_tests;
 #[cfg(test)]
 mod budget_tests;
 #[cfg(test)]
