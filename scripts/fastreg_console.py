@@ -165,6 +165,9 @@ class Console:
                     raise Failure(f"the module refused the console command: {' '.join(words)}")
                 if e.errno == errno.ENOENT:
                     raise Failure(f"no local interface {self.via}")
+                if e.errno == errno.ENOKEY:
+                    raise Failure("this node has no console key: install the cluster's with "
+                                  "fastreg-lst console key FILE")
                 raise Failure(os.strerror(e.errno))
             os.lseek(f.fileno(), 0, os.SEEK_SET)
             text = f.read().decode()

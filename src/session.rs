@@ -37,6 +37,8 @@ use crate::{
 
 /// Most consoles a node allows.
 pub(crate) const MAX_ALLOWED: usize = 16;
+/// Most of a node's interfaces one session holds a key for.
+pub(crate) const MAX_SESSION_KEYS: usize = 8;
 
 /// The consoles a node's administrator allowed (`console allow ADDR`); none by default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -91,13 +93,44 @@ pub(crate) struct Session {
     pub(crate) lease_ms: u32,
     /// When its console was last heard, on the node's clock (milliseconds).
     pub(crate) heard_ms: u64,
-    /// Its key (derived at its JOIN: `auth::challenge_key`).
+    /// Its keys, one per interface of this node the console joined through.
+    pub(crate) keys: [Option<SessionKey>; MAX_SESSION_KEYS],
+}
+
+/// A session's key on one of the node's interfaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SessionKey {
+    /// The interface's address.
+    pub(crate) me: [u8; 4],
+    /// The key (derived at the JOIN through that interface: `auth::challenge_key`).
     pub(crate) key: Key,
-    /// The last sequence number admitted.
+    /// The last sequence number admitted on it.
     pub(crate) seq: u64,
 }
 
 impl Session {
+    /// Its key on interface `me`.
+    pub(crate) fn key_of(&mut self, me: [u8; 4]) -> Option<&mut SessionKey> {
+        self.keys.iter_mut().flatten().find(|k| k.me == me)
+    }
+
+    /// Keeps `key` as its key on interface `me` (in place of the one it had there); false
+    /// when it holds keys for as many interfaces as it may.
+    fn set_key(&mut self, me: [u8; 4], key: Key) -> bool {
+        let k = SessionKey { me, key, seq: 0 };
+        if let Some(old) = self.key_of(me) {
+            *old = k;
+            return true;
+        }
+        match self.keys.iter_mut().find(|k| k.is_none()) {
+            Some(slot) => {
+                *slot = Some(k);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Milliseconds left of its lease at `now_ms`.
     pub(crate) fn left_ms(&self, now_ms: u64) -> u64 {
         (self.heard_ms + u64::from(self.lease_ms)).saturating_sub(now_ms)
@@ -271,12 +304,17 @@ impl Node {
             self.refused.not_holder += 1;
             return Verdict::refused(EBUSY);
         }
-        if !Request::tag_ok(bytes, mac, &s.key) {
+        // Joined through another of this node's interfaces only: not here.
+        let Some(k) = s.key_of(me) else {
+            self.refused.not_holder += 1;
+            return Verdict::refused(ESRCH);
+        };
+        if !Request::tag_ok(bytes, mac, &k.key) {
             self.refused.bad_proof += 1;
             return Verdict::refused(EKEYREJECTED);
         }
-        let key = Some(s.key);
-        if req.seq <= s.seq {
+        let key = Some(k.key);
+        if req.seq <= k.seq {
             self.refused.stale += 1;
             return Verdict {
                 status: Err(ESTALE),
@@ -284,7 +322,7 @@ impl Node {
                 holder: true,
             };
         }
-        s.seq = req.seq;
+        k.seq = req.seq;
         s.heard_ms = now_ms;
         let status = match req.op {
             Op::Join => {
@@ -330,20 +368,30 @@ impl Node {
             self.refused.bad_proof += 1;
             return Verdict::refused(EKEYREJECTED);
         }
-        let joined = Session {
-            console: from,
-            id: req.session,
-            lease_ms: req.lease_ms,
-            heard_ms: now_ms,
-            key,
-            seq: 0,
-        };
-        let (status, holder) = match (req.op, &self.session) {
+        let (status, holder) = match (req.op, &mut self.session) {
             (Op::Query, _) => (Ok(Admitted::Nothing), false),
-            // A new session, or its holder joining it again (it lost its key: a restart).
-            (Op::Join, held) if held.is_none_or(|s| s.console == from && s.id == req.session) => {
-                self.session = Some(joined);
+            (Op::Join, None) => {
+                let mut s = Session {
+                    console: from,
+                    id: req.session,
+                    lease_ms: req.lease_ms,
+                    heard_ms: now_ms,
+                    keys: [None; MAX_SESSION_KEYS],
+                };
+                s.set_key(me, key);
+                self.session = Some(s);
                 (Ok(Admitted::Nothing), true)
+            }
+            // Its holder joining through another interface of this node, or again (it
+            // lost its key: a restart): the key of that interface is the new one.
+            (Op::Join, Some(s)) if s.console == from && s.id == req.session => {
+                if s.set_key(me, key) {
+                    s.lease_ms = req.lease_ms;
+                    s.heard_ms = now_ms;
+                    (Ok(Admitted::Nothing), true)
+                } else {
+                    (Err(EBUSY), false)
+                }
             }
             (Op::Join, Some(_)) => {
                 self.refused.not_holder += 1;

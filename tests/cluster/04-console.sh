@@ -3,7 +3,9 @@
 #
 # The selftest console (Documentation/selftest.rst, "Console"): node 0 drives tests between
 # the others (an arm64 64 KiB node and an x86_64 one) and itself, with fastreg-lst run,
-# stat and errors. A node allows no console by default and refuses one it did not allow,
+# stat and errors. Every node installs the cluster's console key (node 0 makes it, as a
+# site makes munge's; selftest.rst's command, as written, but for the file's path) and
+# lists the same fingerprint. A node allows no console by default and refuses one it did not allow,
 # naming the reason; runs go both ways with every byte checked and no error; --distribute
 # gives each client the servers lst would; stat samples rates and bandwidth per group;
 # errors ends with "Total 0 error nodes"; the example of selftest.rst runs as written (read
@@ -74,7 +76,7 @@ logged() {
 # doc_example: the commands of selftest.rst's example, one per line, without "fastreg-lst ".
 doc_example() {
 	sed -n '/^An example, run as written by ``tests\/cluster\/04-console.sh``/,/^lst and fastreg-lst$/p' \
-		"$FASTREG_TOP/Documentation/selftest.rst" | sed -n 's/^    fastreg-lst //p'
+		"$FASTREG_TOP/Documentation/selftest.rst" | sed -n 's/^    fastreg-lst //p' | grep -v '^console key '
 }
 
 # ran_as_written LINE [REGEX...]: fastreg-lst LINE (a line of the example, split into
@@ -108,6 +110,33 @@ example_shape() {
 }
 
 VM_CONSOLE_OUT=$FASTREG_RUN/vm-console.out
+KEYFILE=/tmp/console.key
+
+# doc_key: selftest.rst's key command, without "fastreg-lst ".
+doc_key() {
+	sed -n 's/^    fastreg-lst \(console key .*\)/\1/p' "$FASTREG_TOP/Documentation/selftest.rst"
+}
+
+# install_key: the cluster's key (node 0's file in the run directory), copied to this node
+# with mode 600 as a site's would be, installed with selftest.rst's command (its path
+# replaced), its fingerprint published.
+install_key() {
+	local line words
+	line=$(doc_key)
+	[ "$(wc -l <<<"$line")" = 1 ] && [[ $line == "console key /"* ]] || { echo "doc: '$line'"; return 1; }
+	read -ra words <<<"$line"
+	install -m 600 "$FASTREG_RUN/cluster.key" $KEYFILE &&
+		"$LST" console "${words[1]}" $KEYFILE >/dev/null || return 1
+	listed "l['key'] is not None" && publish fingerprint "$(python3 -c "import json; print(json.load(open('/tmp/listing.json'))['key'])")"
+}
+
+# same_fingerprint: every node lists node 0's fingerprint.
+same_fingerprint() {
+	local i
+	for i in "${!NODES[@]}"; do
+		[ "$(published "$i" fingerprint)" = "$(published 0 fingerprint)" ] || { echo "node $i: $(published "$i" fingerprint)"; return 1; }
+	done
+}
 
 # vm_console_runs: node 2's fastreg-lst run (step 7) says its client runs, within 180 s
 # (node 2 boots first); else what it said.
@@ -116,8 +145,9 @@ vm_console_runs() {
 }
 if [ "$FASTREG_INCARNATION" = 1 ]; then
 	# Node 2, booted again after the kill of step 6: the console of step 7, killed there.
-	ktap_begin 1
+	ktap_begin 2
 	check "booted again, as incarnation 1" [ "$FASTREG_INCARNATION" = 1 ]
+	check "the cluster's console key installed" install_key
 	barrier reborn
 	barrier allowed_vm
 	"$LST" run --lease "$LEASE" --timeout 2 --interval 1 --from "$N1" --to "$C" brw write --size 64k \
@@ -136,12 +166,18 @@ elif [ "$FASTREG_INCARNATION" -gt 1 ]; then
 	exit 0
 fi
 if [ "$ME" = 0 ]; then
-	ktap_begin $((15 + $(doc_example | wc -l)))
+	ktap_begin $((17 + $(doc_example | wc -l)))
+	head -c 1024 /dev/urandom >"$FASTREG_RUN/cluster.key"
 else
-	ktap_begin 10
+	ktap_begin 12
 fi
 dmesg_mark
 barrier start
+
+# 0. The cluster's console key, on every node.
+check "the cluster's console key installed (selftest.rst's command)" install_key
+barrier keyed
+check "  the same fingerprint on every node" same_fingerprint
 
 # 1. Trust: no console by default; node 1 allows node 0, node 2 does not yet.
 if [ "$ME" = 1 ]; then

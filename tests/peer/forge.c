@@ -8,7 +8,7 @@
  * on a new rdma_cm id with a QP. It prints one line per outcome and a summary:
  *
  *   forge --src IP[:PORT] --dst IP:PORT [--count N] [--stamp N] [--dst-stamp N]
- *         [--malformed] [--quiet]
+ *         [--malformed] [--quiet] [--control]
  *
  *   established                 the node accepted (then this side disconnects)
  *   rejected reason=R           the node rejected, with fastreg's reason R (0: none given)
@@ -19,6 +19,18 @@
  *
  * --malformed sends 48 bytes that are not connection parameters (a bad magic). Exit
  * status 0 once the summary is printed, 1 on a usage error.
+ *
+ * --control: once established (one attempt, the interface's port not said, no
+ * checksums), a console's side of fastreg's control protocol: each line read on stdin is
+ * a control payload in hex, sent in a CONTROL message (wire.rst, "Control"); for each,
+ * one line out:
+ *
+ *   reply HEX                   the node's CONTROL_REPLY payload
+ *   no reply                    none within 5 s
+ *   closed                      the connection went down
+ *
+ * The requests themselves (and their proofs of the key) are built by the caller
+ * (tests/peer/console.py).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,7 +39,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <infiniband/verbs.h>
 
 #define CONN_LEN 48
 #define CONN_MAGIC 0x43475246u
@@ -51,6 +65,17 @@ static void put64(uint8_t *b, int off, uint64_t v)
 		b[off + i] = v >> (8 * i);
 }
 
+static uint64_t get64(const uint8_t *b, int off)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | b[off + i];
+	return v;
+}
+
+static int control;
+
 /* Connection parameters a default fastreg interface would send (wire.rst). */
 static void conn_params(uint8_t *b, uint16_t port, uint64_t stamp, uint64_t dst_stamp,
 			int malformed)
@@ -65,8 +90,8 @@ static void conn_params(uint8_t *b, uint16_t port, uint64_t stamp, uint64_t dst_
 	put32(b, 12, 1 << 20);		/* max_payload */
 	put32(b, 16, 4096 + 56);	/* max_msg */
 	put32(b, 20, 4096);		/* page_size */
-	put32(b, 24, 3);		/* features */
-	put16(b, 28, port);		/* the "interface's" listening port */
+	put32(b, 24, control ? 0 : 3);	/* features */
+	put16(b, 28, control ? 0 : port); /* the "interface's" listening port */
 	put16(b, 30, 4096);		/* max_inline */
 	put64(b, 32, stamp);
 	put64(b, 40, dst_stamp);
@@ -97,8 +122,12 @@ static int parse_addr(const char *s, struct sockaddr_in *sa, int need_port)
 	return 0;
 }
 
-/* Waits for the next event on ch; its type, status and reason (rejects) in the out args. */
-static int next_event(struct rdma_event_channel *ch, int *status, int *reason)
+/*
+ * Waits for the next event on ch; its type, status and reason (rejects) in the out args,
+ * and the stamp of an accept's connection parameters in *stamp (when not NULL).
+ */
+static int next_event_stamp(struct rdma_event_channel *ch, int *status, int *reason,
+			    uint64_t *stamp)
 {
 	struct rdma_cm_event *ev;
 	int type;
@@ -115,11 +144,176 @@ static int next_event(struct rdma_event_channel *ch, int *status, int *reason)
 		if (p[0] == 0x46 && p[1] == 0x52 && p[2] == 0x47 && p[3] == 0x43)
 			*reason = p[5];
 	}
+	if (stamp && type == RDMA_CM_EVENT_ESTABLISHED && ev->param.conn.private_data &&
+	    ev->param.conn.private_data_len >= CONN_LEN)
+		*stamp = get64(ev->param.conn.private_data, 32);
 	rdma_ack_cm_event(ev);
 	return type;
 }
 
+static int next_event(struct rdma_event_channel *ch, int *status, int *reason)
+{
+	return next_event_stamp(ch, status, reason, NULL);
+}
+
 enum outcome { ESTABLISHED, REJECTED, ERROR, BIND_ERROR };
+
+#define HDR_LEN 32
+#define MSG_MAGIC 0x4d475246u
+#define MAX_MSG (4096 + 56)
+#define NRECV 10		/* queue_depth + 2: the credits the node starts with */
+#define T_NOOP 0xd0
+#define T_CONTROL 0xdc
+#define T_CONTROL_REPLY 0xdd
+
+struct chan {
+	struct rdma_cm_id *id;
+	struct ibv_mr *mr;
+	uint8_t *buf;		/* NRECV receive buffers, then the send buffer */
+	uint64_t my_stamp, node_stamp;
+	unsigned int owed;	/* messages received: credits to give back */
+};
+
+static int post_recv(struct chan *c, int i)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(c->buf + (size_t)i * MAX_MSG),
+		.length = MAX_MSG,
+		.lkey = c->mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	return ibv_post_recv(c->id->qp, &wr, &bad);
+}
+
+/* Sends payload P (N bytes) in a CONTROL message with COOKIE. */
+static int send_control(struct chan *c, uint64_t cookie, const uint8_t *p, size_t n)
+{
+	uint8_t *m = c->buf + (size_t)NRECV * MAX_MSG;
+	size_t len = HDR_LEN + 8 + n;
+	struct ibv_sge sge = { .addr = (uintptr_t)m, .length = len, .lkey = c->mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = NRECV, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+
+	memset(m, 0, HDR_LEN + 8);
+	put32(m, 0, MSG_MAGIC);
+	put16(m, 4, 2);
+	m[6] = T_CONTROL;
+	m[7] = c->owed > 255 ? 255 : c->owed;
+	c->owed -= m[7];
+	put32(m, 8, len);
+	put64(m, 16, c->my_stamp);
+	put64(m, 24, c->node_stamp);
+	put64(m, HDR_LEN, cookie);
+	memcpy(m + HDR_LEN + 8, p, n);
+	return ibv_post_send(c->id->qp, &wr, &bad);
+}
+
+/*
+ * Waits up to TIMEOUT_MS for the reply to COOKIE; prints it. Returns 0, 1 (no reply) or -1
+ * (the connection is down).
+ */
+static int await_reply(struct chan *c, struct rdma_event_channel *ch, uint64_t cookie)
+{
+	struct pollfd pf[2] = {
+		{ .fd = c->id->recv_cq_channel->fd, .events = POLLIN },
+		{ .fd = ch->fd, .events = POLLIN },
+	};
+	int waited = 0;
+
+	while (waited < TIMEOUT_MS) {
+		struct ibv_wc wc;
+		int n = ibv_poll_cq(c->id->recv_cq, 1, &wc);
+
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			struct ibv_cq *cq;
+			void *ctx;
+
+			ibv_req_notify_cq(c->id->recv_cq, 0);
+			if (ibv_poll_cq(c->id->recv_cq, 1, &wc) == 0) {
+				if (poll(pf, 2, 100) > 0 && (pf[1].revents & POLLIN))
+					return -1;
+				waited += 100;
+				if (pf[0].revents & POLLIN &&
+				    !ibv_get_cq_event(c->id->recv_cq_channel, &cq, &ctx))
+					ibv_ack_cq_events(cq, 1);
+				continue;
+			}
+		}
+		if (wc.status != IBV_WC_SUCCESS)
+			return -1;
+		if (wc.opcode != IBV_WC_RECV)
+			continue;
+		{
+			uint8_t *m = c->buf + wc.wr_id * MAX_MSG;
+			size_t len = wc.byte_len;
+			int type = len >= HDR_LEN ? m[6] : -1;
+
+			c->owed++;
+			if (type == T_CONTROL_REPLY && len > HDR_LEN + 8 &&
+			    get64(m, HDR_LEN) == cookie) {
+				printf("reply ");
+				for (size_t i = HDR_LEN + 8; i < len; i++)
+					printf("%02x", m[i]);
+				printf("\n");
+				fflush(stdout);
+				post_recv(c, wc.wr_id);
+				return 0;
+			}
+			post_recv(c, wc.wr_id);
+		}
+	}
+	return 1;
+}
+
+static int hexval(int ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* The console's side on C's connection: stdin's payloads out, the replies printed. */
+static void control_run(struct chan *cp, struct rdma_event_channel *ch, uint64_t my_stamp,
+			uint64_t node_stamp)
+{
+	struct chan c = *cp;
+	char line[1024];
+	uint64_t cookie = 0;
+
+	c.my_stamp = my_stamp;
+	c.node_stamp = node_stamp;
+	while (fgets(line, sizeof(line), stdin)) {
+		uint8_t p[256];
+		size_t n = 0;
+		int r;
+
+		for (char *s = line; hexval(s[0]) >= 0 && hexval(s[1]) >= 0 && n < sizeof(p);
+		     s += 2)
+			p[n++] = hexval(s[0]) << 4 | hexval(s[1]);
+		if (send_control(&c, ++cookie, p, n)) {
+			printf("closed\n");
+			break;
+		}
+		r = await_reply(&c, ch, cookie);
+		if (r < 0) {
+			printf("closed\n");
+			break;
+		}
+		if (r > 0)
+			printf("no reply\n");
+		fflush(stdout);
+	}
+	fflush(stdout);
+}
 
 static enum outcome attempt(struct sockaddr_in *src, struct sockaddr_in *dst,
 			    const uint8_t *priv, int *reason, int *detail, int *status)
@@ -129,6 +323,10 @@ static enum outcome attempt(struct sockaddr_in *src, struct sockaddr_in *dst,
 	struct ibv_qp_init_attr qa;
 	struct rdma_conn_param cp;
 	enum outcome out = ERROR;
+	struct chan ctl = { 0 };
+	struct ibv_mr *mr = NULL;
+	uint8_t *buf = NULL;
+	uint64_t node_stamp = 0;
 	int type;
 
 	*reason = 0;
@@ -170,10 +368,26 @@ static enum outcome attempt(struct sockaddr_in *src, struct sockaddr_in *dst,
 	qa.cap.max_recv_wr = 4;
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
+	qa.cap.max_recv_wr = NRECV;
 	if (rdma_create_qp(id, NULL, &qa)) {
 		*detail = -4;
 		*status = errno;
 		goto out;
+	}
+	if (control) {
+		buf = calloc(NRECV + 1, MAX_MSG);
+		mr = buf ? ibv_reg_mr(id->pd, buf, (size_t)(NRECV + 1) * MAX_MSG,
+				      IBV_ACCESS_LOCAL_WRITE) : NULL;
+		if (!mr) {
+			*detail = -6;
+			*status = errno;
+			goto out;
+		}
+		ctl.id = id;
+		ctl.mr = mr;
+		ctl.buf = buf;
+		for (int i = 0; i < NRECV; i++)
+			post_recv(&ctl, i);
 	}
 	memset(&cp, 0, sizeof(cp));
 	cp.private_data = priv;
@@ -187,9 +401,14 @@ static enum outcome attempt(struct sockaddr_in *src, struct sockaddr_in *dst,
 		*status = errno;
 		goto out;
 	}
-	type = next_event(ch, status, reason);
+	type = next_event_stamp(ch, status, reason, &node_stamp);
 	if (type == RDMA_CM_EVENT_ESTABLISHED) {
 		out = ESTABLISHED;
+		if (control) {
+			printf("established\n");
+			fflush(stdout);
+			control_run(&ctl, ch, get64(priv, 32), node_stamp);
+		}
 		rdma_disconnect(id);
 		/* The disconnect's own event, so the id goes down cleanly. */
 		next_event(ch, status, &type);
@@ -202,8 +421,11 @@ out:
 	if (id) {
 		if (id->qp)
 			rdma_destroy_qp(id);
+		if (mr)
+			ibv_dereg_mr(mr);
 		rdma_destroy_id(id);
 	}
+	free(buf);
 	if (ch)
 		rdma_destroy_event_channel(ch);
 	return out;
@@ -235,6 +457,10 @@ int main(int argc, char **argv)
 			quiet = 1;
 			continue;
 		}
+		if (!strcmp(a, "--control")) {
+			control = 1;
+			continue;
+		}
 		if (!v)
 			bad_args();
 		i++;
@@ -251,7 +477,7 @@ int main(int argc, char **argv)
 		else
 			bad_args();
 	}
-	if (!have_src || !have_dst || !count)
+	if (!have_src || !have_dst || !count || (control && count != 1))
 		bad_args();
 	/* The forged interface "listens" where the node does, as a real peer would. */
 	conn_params(priv, ntohs(dst.sin_port), stamp, dst_stamp, malformed);
@@ -262,7 +488,7 @@ int main(int argc, char **argv)
 		switch (o) {
 		case ESTABLISHED:
 			n_est++;
-			if (!quiet)
+			if (!quiet && !control)
 				printf("established\n");
 			break;
 		case REJECTED:

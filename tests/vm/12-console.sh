@@ -8,12 +8,100 @@
 # the node and leaves the session; denying the console of a running test ends its
 # session and stops the test, and that console's run ends, counting the node in error; a
 # server whose interface goes away mid-run is counted lost, and the run ends.
+#
+# A console proves the cluster key, not its address: without a key a node refuses every
+# console, and a console node refuses to send; the key is never shown back. A user-space
+# console (tests/peer/console.py through tests/peer/forge.c, as root from a privileged
+# port on the holder's own address, or as nobody) with a wrong key, or with the session's
+# id and no key, or replaying a request, is refused and counted, and the real session and
+# its test go on.
 #@ vm
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/veth.sh"
 . "$(dirname "$0")/lst.sh"
 
 A=$VETH_ADDR0 B=$VETH_ADDR1 A2=10.1.0.3
+KEY=/tmp/cluster.key WRONG=/tmp/wrong.key FORGE=/tmp/forge
+
+keys_and_forger() {
+	head -c 64 /dev/urandom >$KEY && head -c 64 /dev/urandom >$WRONG &&
+		chmod 600 $KEY $WRONG && modprobe rdma_ucm &&
+		gcc -O2 -Wall -o $FORGE "$FASTREG_TOP/tests/peer/forge.c" -lrdmacm -libverbs
+}
+
+# user_console WHO SRC CASE [ARG] [--key FILE]: tests/peer/console.py as WHO (root or
+# nobody) from SRC (IP:PORT) to B, with A's incarnation (so B sees no restart); its lines
+# in /tmp/uc.out.
+user_console() {
+	local who=$1 src=$2 stamp
+	shift 2
+	stamp=$(sed -n "s/^iface [^ ]* ${src%:*}:7471 .* stamp=\(0x[0-9a-f]*\).*/\1/p" "$CONNS")
+	local cmd=(python3 "$FASTREG_TOP/tests/peer/console.py" --forge $FORGE --src "$src"
+		--dst $B:7471 --stamp "${stamp:-0x600df00d}" "$@")
+	if [ "$who" = nobody ]; then
+		setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all -- "${cmd[@]}" >/tmp/uc.out 2>&1
+	else
+		"${cmd[@]}" >/tmp/uc.out 2>&1
+	fi
+}
+
+# said LINE...: /tmp/uc.out holds exactly these lines (extended regular expressions).
+said() {
+	local want got
+	want=$(printf '%s\n' "$@")
+	got=$(cat /tmp/uc.out)
+	[ "$(wc -l <<<"$got")" = "$(wc -l <<<"$want")" ] &&
+		paste -d '\n' <(echo "$want") <(echo "$got") | while read -r w && read -r g; do
+			[[ $g =~ ^$w$ ]] || exit 1
+		done || { echo "said:"; cat /tmp/uc.out; return 1; }
+}
+
+# user_said WHO SRC CASE... -- LINE...: user_console WHO SRC CASE... said exactly LINE...
+user_said() {
+	local args=()
+	while [ "$1" != -- ]; do
+		args+=("$1")
+		shift
+	done
+	shift
+	user_console "${args[@]}" && said "$@"
+}
+
+no_key_run() {
+	! "$LST" run --via $A --from $B --to $A ping --count 5 2>/tmp/nokey.err &&
+		grep -q 'no console key.*fastreg-lst console key FILE' /tmp/nokey.err ||
+		{ cat /tmp/nokey.err; return 1; }
+}
+
+key_installed() {
+	"$LST" console key $KEY >/dev/null && listing "l['key'] is not None and len(l['key']) == 8"
+}
+
+key_file_mode() {
+	chmod 644 $WRONG
+	! "$LST" console key $WRONG 2>/tmp/k.err
+	local refused=$?
+	chmod 600 $WRONG
+	[ $refused = 0 ] && grep -q 'chmod 600' /tmp/k.err || { cat /tmp/k.err; return 1; }
+}
+
+# running_since N: a progress line after line N of A's run says its client runs.
+running_since() {
+	tail -n +"$(($1 + 1))" /tmp/first.out | grep -q "1 of 1 clients running"
+}
+
+# session_id: the id of B's session (as root reads it from B's listing).
+session_id() {
+	"$LST" --json console list | python3 -c "import json, sys; print(int(json.load(sys.stdin)['session']['id'], 16))"
+}
+
+# key_secret: the key's digest is nowhere to be read back (ctl, listing, log).
+key_secret() {
+	local d
+	d=$(sha256sum $KEY | cut -c1-64)
+	! grep -rqs "$d" $DBG/ctl $DBG/console && ! "$LST" console list | grep -q "$d" &&
+		! dmesg | grep -q "$d" && ! dmesg | grep -q "${d:0:16}"
+}
 
 # A second address on A's side, with its route and neighbour, and an interface on it.
 second_console() {
@@ -78,12 +166,25 @@ within() {
 	done
 }
 
-ktap_begin 22
+ktap_begin 40
 check "two $RDMA_KIND devices on a veth pair" veth_up
+check "cluster keys, and the user-space console built (tests/peer/forge.c)" keys_and_forger
 before=$(resource_counts)
 check "insmod timeout=10" load timeout=10
 check "a second console's interface ($A2)" second_console
 dmesg_mark
+
+# No key: the console node refuses to send, a node refuses every console.
+check "no key: a run is refused, and told how to install one" no_key_run
+"$LST" console allow $A >/dev/null
+check "  a node without a key refuses an allowed console that proves one (ENOKEY)" \
+	user_said root $A:1000 join 5 --key $KEY -- 'hello status=-126 session=0 holder=0\.0\.0\.0 tagged=0'
+check "  and says how to install one" dmesg_has \
+	"console: refused hello from $A: this node has no console key \(install the cluster's: fastreg-lst console key FILE\)"
+"$LST" console deny $A >/dev/null
+check "fastreg-lst console key FILE: installed, its fingerprint listed" key_installed
+check "  the key is never shown back nor logged" key_secret
+check "  a key file others can read is refused" key_file_mode
 
 # Refused: nobody is allowed by default.
 check "a console not allowed is refused, and told how to be allowed" bash -c \
@@ -100,8 +201,30 @@ long_run first $A
 check "a run from A holds B" within 60 grep -q "1 of 1 clients running" /tmp/first.out
 check "  a second console (A2) is refused: busy, and told who holds B" bash -c \
 	"! $LST run --via $A2 --from $B --to $A ping --count 5 2>/tmp/busy.err &&
-	grep -Eq '$B: busy: in session 0x[0-9a-f]+ of console $A \\([0-9]+ s of its lease left\\)' /tmp/busy.err ||
+	grep -q '$B: busy: in a session of console $A' /tmp/busy.err ||
 	{ cat /tmp/busy.err; false; }"
+SID=$(session_id)
+LINES=$(wc -l </tmp/first.out)
+"$LST" --json console list >/tmp/base.json
+check "  B's session as root reads it ($SID)" test -n "$SID"
+check "a user-space console on A's address, port 1000, with a wrong key: refused (EKEYREJECTED)" \
+	user_said root $A:1000 join 77 --key $WRONG -- \
+	'hello status=0 session=0 holder=10\.1\.0\.1 tagged=0' 'join status=-129 session=0 holder=10\.1\.0\.1 tagged=0'
+check "  with the cluster's key: busy, the session not named" \
+	user_said root $A:1000 join 77 --key $KEY -- \
+	'hello status=0 session=0 holder=10\.1\.0\.1 tagged=0' 'join status=-16 session=0 holder=10\.1\.0\.1 tagged=1'
+check "  with the session's id and no key: QUERY, STOP, START, LEAVE, JOIN refused" \
+	user_said root $A:1000 forge "$SID" -- 'query status=-129 session=0 .*' 'stop status=-129 session=0 .*' \
+	'start status=-129 session=0 .*' 'leave status=-129 session=0 .*' 'join status=-129 session=0 .*'
+check "  as nobody: its connection is refused (reason 10)" \
+	user_said nobody $A:0 forge "$SID" -- 'rejected reason=10'
+check "  a read-only QUERY proves the key, and learns no session" \
+	user_said root $A2:1000 query --key $KEY -- 'hello status=0 .*' 'query status=0 session=0 holder=10\.1\.0\.1 tagged=1'
+check "  the real session goes on: the same id, the test running, refusals counted" listing \
+	"l['session'] and int(l['session']['id'], 16) == $SID and l['test'] == 'running' and
+	(lambda b: l['rejected']['bad_proof'] - b['bad_proof'] == 6 and
+	l['rejected']['not_holder'] - b['not_holder'] == 1)(json.load(open('/tmp/base.json'))['rejected'])"
+check "  and A's run still runs (a progress line since)" within 20 running_since "$LINES"
 
 # Ctrl-C.
 kill -INT "$RUN_PID"
@@ -111,6 +234,13 @@ check "  the test stopped on B, the session left" listing "l['test'] == 'stopped
 check "  interrupted, the client not counted in error" bash -c \
 	"grep -q 'stopping the test on every node' /tmp/first.out && grep -qx 'Total 0 error nodes' /tmp/first.out &&
 	grep -qx 'status: interrupted' /tmp/first.out || { cat /tmp/first.out; false; }"
+check "  and the forged requests never made A's run fail" bash -c "! grep -q 'refused\|error nodes: [1-9]' /tmp/first.out"
+check "a user-space console with the key: JOIN, QUERY; each replayed: refused (ESTALE)" \
+	user_said root $A:1000 replay 99 --key $KEY -- 'hello status=0 session=0 .*' \
+	'join status=0 session=99 holder=10\.1\.0\.1 tagged=1' 'query status=0 session=99 .* tagged=1' \
+	'query-replayed status=-116 session=99 .* tagged=1' 'join-replayed status=-116 session=0 .* tagged=0' \
+	'leave status=0 session=0 .* tagged=1'
+check "  counted, and B left free" listing "l['session'] is None and l['rejected']['stale'] == 2"
 
 # Deny ends the session of a running test.
 long_run second $A2

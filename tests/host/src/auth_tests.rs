@@ -28,10 +28,12 @@ const NODE: [u8; 4] = [10, 0, 0, 9];
 const KEY: Key = [7; KEY_LEN];
 const WRONG: Key = [8; KEY_LEN];
 
-/// A console: its address, the key it holds, and the session it holds on the node.
+/// A console: its address, the key it holds, and the session it holds on the node (through
+/// the node's interface `node`).
 #[derive(Clone, Copy)]
 struct Console {
     at: [u8; 4],
+    node: [u8; 4],
     cluster: Key,
     session: Option<(u64, Key, u64)>,
     nonces: u8,
@@ -41,6 +43,7 @@ impl Console {
     fn new(at: [u8; 4], cluster: Key) -> Self {
         Self {
             at,
+            node: NODE,
             cluster,
             session: None,
             nonces: 0,
@@ -50,7 +53,15 @@ impl Console {
     /// Sends `r` sealed under `key`; returns the verdict and the reply as the node seals it.
     fn send(&self, n: &mut Node, now: u64, r: &Request, key: &Key) -> (Verdict, Reply) {
         let p = r.sealed(mac, key);
-        let v = n.admit(mac, now, self.at, NODE, r, p.as_slice(), [0x33; NONCE_LEN]);
+        let v = n.admit(
+            mac,
+            now,
+            self.at,
+            self.node,
+            r,
+            p.as_slice(),
+            [0x33; NONCE_LEN],
+        );
         let reply = Reply {
             op: r.op,
             status: v.status.err().unwrap_or(0),
@@ -80,12 +91,20 @@ impl Console {
             seq: 0,
             tag: [0; TAG_LEN],
         };
-        let v = n.admit(mac, now, self.at, NODE, &hello, &[], fresh(self.nonces));
+        let v = n.admit(
+            mac,
+            now,
+            self.at,
+            self.node,
+            &hello,
+            &[],
+            fresh(self.nonces),
+        );
         let Ok(Admitted::Challenge(nn)) = v.status else {
             return v;
         };
         assert_eq!(v.key, None);
-        let k = challenge_key(mac, &self.cluster, self.at, NODE, &nc, &nn);
+        let k = challenge_key(mac, &self.cluster, self.at, self.node, &nc, &nn);
         let r = Request {
             nonce: Some(nn),
             seq: 0,
@@ -273,7 +292,7 @@ fn an_altered_request_is_refused() {
             assert!(v.status.is_err(), "byte {at} altered, admitted");
         }
     }
-    assert!(n.session.unwrap().seq == 0);
+    assert_eq!(n.session.unwrap().keys[0].unwrap().seq, 0);
 }
 
 #[test]
@@ -397,6 +416,66 @@ fn one_session_and_its_id_named_to_its_holder_only() {
 }
 
 #[test]
+fn one_session_through_two_interfaces_has_a_key_on_each() {
+    let mut n = node();
+    let mut a = Console::new(A, KEY);
+    let mut a2 = Console {
+        node: [10, 0, 0, 10],
+        ..a
+    };
+    a.challenged(&mut n, 0, Op::Join, 1).status.unwrap();
+    a2.challenged(&mut n, 1, Op::Join, 1).status.unwrap();
+    let (k, k2) = (a.session.unwrap().1, a2.session.unwrap().1);
+    assert_ne!(k, k2);
+    // Each interface's requests under its own key and numbers, in one session.
+    for t in 2..6 {
+        assert_eq!(
+            a.in_session(&mut n, t, req(Op::Query, 1)).status,
+            Ok(Admitted::Nothing)
+        );
+        assert_eq!(
+            a2.in_session(&mut n, t, req(Op::Query, 1)).status,
+            Ok(Admitted::Nothing)
+        );
+    }
+    // One interface's key is nothing on the other.
+    let mut crossed = a2;
+    crossed.session = a.session;
+    assert_eq!(
+        crossed.in_session(&mut n, 7, req(Op::Stop, 1)).status,
+        Err(EKEYREJECTED)
+    );
+    // Not joined through a third interface: not in the session there.
+    let mut a3 = Console {
+        node: [10, 0, 0, 11],
+        ..a
+    };
+    assert_eq!(
+        a3.in_session(&mut n, 8, req(Op::Stop, 1)).status,
+        Err(ESRCH)
+    );
+    // As many interfaces as a session keeps keys for, then busy.
+    for i in 2..MAX_SESSION_KEYS as u8 {
+        let mut c = Console {
+            node: [10, 0, 1, i],
+            session: None,
+            ..a
+        };
+        assert_eq!(
+            c.challenged(&mut n, 9, Op::Join, 1).status,
+            Ok(Admitted::Nothing)
+        );
+    }
+    a3.session = None;
+    assert_eq!(a3.challenged(&mut n, 10, Op::Join, 1).status, Err(EBUSY));
+    assert_eq!(
+        a.in_session(&mut n, 11, req(Op::Leave, 1)).status,
+        Ok(Admitted::Stop)
+    );
+    assert_eq!(n.session, None);
+}
+
+#[test]
 fn tags_cover_direction_and_every_byte() {
     let body = [3u8; 40];
     let t = tag(mac, &KEY, Dir::Request, &body).unwrap();
@@ -451,8 +530,10 @@ proptest! {
                 prop_assert_eq!(n.session, before);
             }
             if let (Some(b), Some(a)) = (before, n.session) {
-                if a.id == b.id && a.key == b.key {
-                    prop_assert!(a.seq >= b.seq);
+                if let (Some(ka), Some(kb)) = (a.keys[0], b.keys[0]) {
+                    if a.id == b.id && ka.key == kb.key {
+                        prop_assert!(ka.seq >= kb.seq);
+                    }
                 }
             }
             if v.status == Err(ESRCH) || v.status == Err(EBUSY) {
