@@ -100,7 +100,8 @@ impl Client for Fanout {
             (Ok(()), Some(p)) => match Reply::decode(p.as_slice(), self.op) {
                 Ok(r) => Answer::Reply(r),
                 Err(b) => {
-                    pr_warn!(
+                    pr_limited!(
+                        pr_warn,
                         "console: node {} of the command: bad reply: {}\n",
                         token,
                         b.name()

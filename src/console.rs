@@ -289,7 +289,7 @@ impl Inner {
         let run = match started {
             Ok(run) => run,
             Err(e) => {
-                pr_err!("console: the test could not start: {:?}\n", e);
+                pr_limited!(pr_err, "console: the test could not start: {:?}\n", e);
                 let mut st = self.st.lock();
                 if st.generation == generation {
                     st.state = RunState::Failed;
@@ -385,6 +385,16 @@ impl Console {
             Ok(Admitted::Start(s)) => {
                 if st.run.is_some() || st.state == RunState::Starting {
                     control::EALREADY
+                } else if s.buffers() > lst::mem_budget() {
+                    pr_limited!(
+                        pr_warn,
+                        "console: refused start from {}: its buffers ({} MiB) pass what the \
+                         node allows its tests ({} MiB, an eighth of its memory)\n",
+                        Ip(from),
+                        s.buffers() >> 20,
+                        lst::mem_budget() >> 20
+                    );
+                    control::ENOMEM
                 } else {
                     st.generation += 1;
                     let g = st.generation;

@@ -22,6 +22,9 @@ pub(crate) const ROUND_MS: u64 = 10_000;
 pub(crate) const ECONNREFUSED: i32 = 111;
 pub(crate) const ETIMEDOUT: i32 = 110;
 
+/// The longest backoff between runs (`conn_state::backoff_ms`), in milliseconds.
+pub(crate) const REAP_AFTER_MS: u64 = 10_000;
+
 /// Where the run to a peer is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -100,6 +103,17 @@ impl Dial {
         Self {
             phase: Phase::Idle,
             failures: 0,
+        }
+    }
+
+    /// Whether its state may be forgotten at `now`: nothing under way, and a failed run's
+    /// backoff over for longer than the longest backoff (`conn_state::backoff_ms`), so a
+    /// peer that keeps failing is still paced.
+    pub(crate) fn reapable(&self, now: u64) -> bool {
+        match self.phase {
+            Phase::Idle => true,
+            Phase::Failed { at, .. } => now.saturating_sub(at) >= 2 * REAP_AFTER_MS,
+            _ => false,
         }
     }
 

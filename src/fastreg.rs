@@ -30,6 +30,7 @@ mod ratelimit;
 mod region;
 mod report;
 mod session;
+mod share;
 mod show;
 mod stats;
 mod tally;

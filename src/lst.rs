@@ -89,6 +89,51 @@ pub(crate) struct Run {
     shared: Mutex<Shared>,
     #[pin]
     cv: CondVar,
+    /// Its buffers' bytes, counted in the node's budget for tests until the run goes.
+    _mem: MemTicket,
+}
+
+/// Bytes of test buffers the node's tests (local and consoles') hold.
+static TEST_MEM: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// The most bytes of buffers the node's tests may hold at once: an eighth of its memory,
+/// so that no test, nor any console's, can push the node into the OOM killer.
+pub(crate) fn mem_budget() -> u64 {
+    crate::verbs::total_ram() / 8
+}
+
+/// Bytes of a test's buffers held in the node's budget ([`mem_budget`]), given back when
+/// dropped.
+struct MemTicket(u64);
+
+impl MemTicket {
+    /// `bytes` more of the budget, or `ENOMEM` (logged, rate-limited) past it.
+    fn take(bytes: u64) -> Result<Self> {
+        use core::sync::atomic::Ordering::Relaxed as R;
+        let budget = mem_budget();
+        TEST_MEM
+            .fetch_update(R, R, |held| {
+                held.checked_add(bytes).filter(|b| *b <= budget)
+            })
+            .map(|_| MemTicket(bytes))
+            .map_err(|held| {
+                crate::show::pr_limited!(
+                    pr_err,
+                    "lst: a test needs {} MiB of buffers; the node allows its tests {} MiB \
+                     (an eighth of its memory), {} MiB of which are held\n",
+                    bytes >> 20,
+                    budget >> 20,
+                    held >> 20
+                );
+                ENOMEM
+            })
+    }
+}
+
+impl Drop for MemTicket {
+    fn drop(&mut self) {
+        TEST_MEM.fetch_sub(self.0, core::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Run {
@@ -296,6 +341,12 @@ pub(crate) fn start(
         }
         Span::Seconds(_) => t.concurrency,
     };
+    // Every slot's buffer, within the node's budget for tests.
+    let bytes = match t.op {
+        LstOp::Ping => 0,
+        _ => (t.offset + t.size).saturating_mul(u64::from(per_peer_workers) * n as u64),
+    };
+    let mem = MemTicket::take(bytes)?;
     let run = Arc::pin_init(
         pin_init!(Run {
             t: *t,
@@ -311,6 +362,7 @@ pub(crate) fn start(
                 "fastreg::lst::Run"
             ),
             cv <- new_condvar!("fastreg::lst::Run::cv"),
+            _mem: mem,
         }),
         GFP_KERNEL,
     )?;
@@ -322,6 +374,9 @@ pub(crate) fn start(
                 LstOp::Ping => None,
                 _ => match run.iface.res().region(t.offset as usize, t.size as usize) {
                     Ok(r) => Some(r),
+                    // Out of memory: the test stops before it starts (its buffers so far
+                    // are freed), with that reason.
+                    Err(e) if e == ENOMEM => return Err(e),
                     Err(e) => {
                         run.record(p, 0, &Err(e));
                         continue;

@@ -112,7 +112,22 @@ fn write_iface(i: &IfaceSnap, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Re
     write_rejects(&i.rejects_sent, f)?;
     f.write_str(" rejects_received=")?;
     write_rejects(&i.rejects_received, f)?;
-    writeln!(f)?;
+    writeln!(
+        f,
+        " peer_share={}/{}/{} over_share={}",
+        i.share.conns, i.share.mrs, i.share.bytes, i.over_share
+    )?;
+    // What each peer holding anything holds: connections, MRs, bytes.
+    for (ip, (conns, mrs, bytes)) in i.held.iter() {
+        writeln!(
+            f,
+            "  peer {} conns={} mrs={} bytes={}",
+            crate::show::Ip(*ip),
+            conns,
+            mrs,
+            bytes
+        )?;
+    }
     // Connections that went down, one line per reason (the reason is free text, last).
     for (why, n) in i.closed_by.iter() {
         writeln!(f, "  closed {} {}", n, why)?;

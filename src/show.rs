@@ -33,16 +33,25 @@ impl kernel::fmt::Display for Ip {
 /// this call site's own ([`crate::ratelimit`]: ten lines per five seconds), as
 /// `printk_ratelimited` does: for every line that someone else (a peer, a forger on a
 /// peer's address, a console) can make this node log. The first line let through after
-/// some were held back is preceded by their count.
+/// some were held back is preceded by their count. `pr_limited!(conn, pr_info, ...)`: the
+/// lines of a connection's life, with a larger burst (`ratelimit::CONN_BURST`).
 macro_rules! pr_limited {
-    ($level:ident, $($arg:tt)*) => {{
-        static LIMIT: $crate::ratelimit::RateLimit = $crate::ratelimit::RateLimit::new();
-        if let Some(held) = LIMIT.check($crate::verbs::now_ms()) {
+    (conn, $level:ident, $($arg:tt)*) => {{
+        static LIMIT: $crate::ratelimit::RateLimit =
+            $crate::ratelimit::RateLimit::with_burst($crate::ratelimit::CONN_BURST);
+        $crate::show::pr_limited!(@with LIMIT, $level, $($arg)*)
+    }};
+    (@with $limit:ident, $level:ident, $($arg:tt)*) => {{
+        if let Some(held) = $limit.check($crate::verbs::now_ms()) {
             if held > 0 {
                 kernel::$level!("{} lines like the next held back (rate limit)\n", held);
             }
             kernel::$level!($($arg)*);
         }
+    }};
+    ($level:ident, $($arg:tt)*) => {{
+        static LIMIT: $crate::ratelimit::RateLimit = $crate::ratelimit::RateLimit::new();
+        $crate::show::pr_limited!(@with LIMIT, $level, $($arg)*)
     }};
 }
 pub(crate) use pr_limited;

@@ -101,7 +101,9 @@ impl CmHandler for Ctx {
                     conn.iface.close_stale(conn, stamp);
                     st = conn.st.lock();
                 }
-                pr_info!(
+                pr_limited!(
+                    conn,
+                    pr_info,
                     "{} {} {}: connected: queue_depth={} max_payload={} max_regs={} sq_depth={} \
                      page_size={} peer_page_size={} max_inline={}\n",
                     conn.iface.addr,
@@ -252,7 +254,24 @@ impl CmHandler for Ctx {
                 Err(EINVAL)
             }
             Answer::Accept(granted) => {
-                let conn = Conn::new(iface.clone(), peer, false, peer_iface, granted)?;
+                // Within the peer's share of connections (all its addresses' connections).
+                let ticket = match iface.admit_conn(peer.ip) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        iface.rejects_sent.count(Reason::NoResources);
+                        let limits = me.params(0, Reason::NoResources as u8);
+                        let _ = req.reject(&iface.outgoing(&limits));
+                        return Err(e);
+                    }
+                };
+                let conn = Conn::new(
+                    iface.clone(),
+                    peer,
+                    false,
+                    peer_iface,
+                    granted,
+                    Some(ticket),
+                )?;
                 {
                     let mut st = conn.st.lock();
                     st.params = Some(ConnParams {

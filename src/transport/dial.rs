@@ -74,6 +74,9 @@ pub(super) struct PeerDial {
     start_err: Option<Error>,
 }
 
+/// The least [`Iface::max_dials`].
+const MIN_DIALS: usize = 64;
+
 /// What [`Iface::run_dials`] does once the interface's lock is dropped.
 struct Todo {
     /// Rounds to start: the peer, the parameters, the round.
@@ -106,10 +109,27 @@ impl Iface {
         }
     }
 
-    /// The dial of `peer`, created if needed.
+    /// Most peers an interface dials at once (and remembers a failed run to): as many as
+    /// the connections it accepts, at least [`MIN_DIALS`].
+    fn max_dials(&self) -> usize {
+        self.max_conns.max(MIN_DIALS)
+    }
+
+    /// The dial of `peer`, created if needed; `EBUSY` past [`Iface::max_dials`].
     fn dial_of<'a>(&self, st: &'a mut IfaceState, peer: SockAddr) -> Result<&'a mut PeerDial> {
         let i = match st.dials.iter().position(|d| d.peer == peer) {
             Some(i) => i,
+            None if st.dials.len() >= self.max_dials() => {
+                pr_limited!(
+                    pr_err,
+                    "{} -> {}: not dialed: {} peers are being dialed or failed lately, the \
+                     limit (max_conns)\n",
+                    self.addr,
+                    peer,
+                    st.dials.len()
+                );
+                return Err(EBUSY);
+            }
             None => {
                 let d = PeerDial {
                     peer,
@@ -212,7 +232,9 @@ impl Iface {
                     return Err(refused());
                 }
                 Some(_) => {}
-                None => return Err(ENODEV),
+                None if st.closed => return Err(ENODEV),
+                // Its run ended, and its connection too, and the dial was forgotten.
+                None => return Err(refused()),
             }
             if self.connected.wait_interruptible(&mut st) {
                 return Err(ERESTARTSYS);
@@ -355,6 +377,15 @@ impl Iface {
                 }
             }
         }
+        // Dials that hold nothing (no run, no connection to the peer, a failure long past)
+        // go: the list holds the peers being dialed or failed lately, no more.
+        let conns = &st.conns;
+        st.dials.retain(|d| {
+            let known = conns
+                .iter()
+                .any(|c| c.peer == d.peer || c.peer_iface == Some(d.peer));
+            known || d.want || d.conn.is_some() || !d.d.reapable(now)
+        });
     }
 
     /// A round's connection `c` is over: out of the interface's list, to be torn down
@@ -444,7 +475,7 @@ impl Iface {
     /// Starts round `round` to `peer`, asking `asked`: a new connection, which rdma_cm
     /// advances in its handlers; its end kicks the dial work.
     fn start_round(self: &Arc<Self>, peer: SockAddr, asked: ConnParams, round: u32) {
-        let conn = match Conn::new(self.clone(), peer, true, Some(peer), asked) {
+        let conn = match Conn::new(self.clone(), peer, true, Some(peer), asked, None) {
             Ok(c) => c,
             Err(e) => return self.start_failed(peer, e),
         };

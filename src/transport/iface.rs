@@ -76,6 +76,8 @@ impl Iface {
                 fuzzing: Atomic::new(false),
                 fuzz <- new_mutex!(None, "fastreg::Iface::fuzz"),
                 closed_by <- new_mutex!(Tally::new(), "fastreg::Iface::closed_by"),
+                shares <- new_mutex!(KVec::new(), "fastreg::Iface::shares"),
+                over_share: Atomic::new(0),
                 control,
                 moved: Moved::new(),
                 st <- new_mutex!(IfaceState {
@@ -261,7 +263,9 @@ impl Iface {
             v
         };
         for (c, known) in stale.iter() {
-            pr_info!(
+            pr_limited!(
+                conn,
+                pr_info,
                 "{} {} {}: peer {} restarted (incarnation {:#x}, was {:#x})\n",
                 self.addr,
                 c.dir(),

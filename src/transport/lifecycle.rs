@@ -11,7 +11,9 @@ impl Conn {
         active: bool,
         peer_iface: Option<SockAddr>,
         asked: ConnParams,
+        ticket: Option<ConnTicket>,
     ) -> Result<Arc<Self>> {
+        let share = iface.share_of(peer.ip)?;
         Arc::pin_init(
             pin_init!(Self {
                 iface,
@@ -55,6 +57,8 @@ impl Conn {
                 cv <- new_condvar!("fastreg::Conn::cv"),
                 work <- kernel::new_work!("fastreg::Conn::work"),
                 later <- kernel::new_delayed_work!("fastreg::Conn::later"),
+                share,
+                _ticket: ticket,
             }),
             GFP_KERNEL,
         )
@@ -172,7 +176,9 @@ impl Conn {
                 self.iface.count_closed(reason);
             }
             if st.state == State::Established {
-                pr_info!(
+                pr_limited!(
+                    conn,
+                    pr_info,
                     "{} {} {}: closing: {}\n",
                     self.iface.addr,
                     self.dir(),
@@ -232,7 +238,9 @@ impl Conn {
         if wc.flushed() && !wc.injected() && self.active && st.state == State::Connecting {
             return;
         }
-        pr_err!(
+        pr_limited!(
+            conn,
+            pr_err,
             "{} {}: {}: {}{}\n",
             self.iface.addr,
             self.peer,
@@ -407,7 +415,7 @@ impl Conn {
         let tagged = core::mem::take(&mut st.tagged);
         for t in tagged {
             let inv = match t.what {
-                Finishing::ServedGet(_, inv) | Finishing::ServedPut(_, inv, _) => inv,
+                Finishing::ServedGet(_, inv, _) | Finishing::ServedPut(_, inv, _, _) => inv,
                 Finishing::Mine(cookie, inv) => {
                     // A chain whose completion never came: its transfer's MRs are
                     // destroyed, and it is told so.

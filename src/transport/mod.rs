@@ -45,6 +45,7 @@ mod records;
 mod recv;
 mod send;
 mod serve;
+mod shares;
 mod show;
 mod xfer;
 
@@ -57,6 +58,11 @@ pub(crate) use ifaces::{
     NetTick, //
 };
 use records::Records;
+use shares::{
+    Charge,
+    ConnTicket,
+    PeerShare, //
+};
 pub(crate) use show::{
     ConnSnap,
     IfaceSnap, //
@@ -123,6 +129,7 @@ use crate::{
     },
     show::{
         pr_limited,
+        Ip,
         Show, //
     },
     tally::Tally,
@@ -287,6 +294,11 @@ pub(crate) struct Iface {
     /// Its connections that went down, by the first reason given (a leaf lock).
     #[pin]
     closed_by: Mutex<Tally>,
+    /// The peers it knows and what each holds ([`shares`]; a leaf lock).
+    #[pin]
+    shares: Mutex<KVec<Arc<PeerShare>>>,
+    /// Requests refused as past their peer's share.
+    over_share: Atomic<u64>,
     /// Who answers consoles' requests ([`control`]).
     control: Arc<dyn Control>,
     /// The data it moved.
@@ -538,14 +550,16 @@ struct Sink {
     how: SinkCheck,
     region: Region,
     regs: KVec<FrMr<Registered>>,
+    /// Its charge in the peer's share, given back with its region and MRs.
+    charge: Charge,
 }
 
 /// What completes with a chain.
 enum Finishing {
     /// The source side of a GET this side serves: its MRs are invalidated.
-    ServedGet(Region, KVec<FrMr<Invalidating>>),
+    ServedGet(Region, KVec<FrMr<Invalidating>>, Charge),
     /// The sink side of a PUT: the LOCAL_INVs of its other MRs; then the data is checked.
-    ServedPut(Region, KVec<FrMr<Invalidating>>, SinkCheck),
+    ServedPut(Region, KVec<FrMr<Invalidating>>, SinkCheck, Charge),
     /// A chain of a transfer this side started (its MRs, invalidated in the chain).
     Mine(u64, KVec<FrMr<Invalidating>>),
     /// Test hook: the chain of [`Conn::fault`]'s stale write.
@@ -577,6 +591,10 @@ pub(crate) struct Conn {
     work: Work<Conn, 0>,
     #[pin]
     later: DelayedWork<Conn, 1>,
+    /// Its peer's share on the interface: what this side serves for it is charged there.
+    share: Arc<PeerShare>,
+    /// Its count in that share, when the peer opened it.
+    _ticket: Option<ConnTicket>,
 }
 
 /// A message slot for sending.

@@ -147,7 +147,9 @@ impl Conn {
         let (credits, kind, todo) = match decoded {
             Ok(d) => d,
             Err(e) => {
-                pr_err!(
+                pr_limited!(
+                    conn,
+                    pr_err,
                     "{} {} {}: invalid message: {}\n",
                     self.iface.addr,
                     self.dir(),
@@ -168,7 +170,9 @@ impl Conn {
         st.credits += u32::from(credits);
         let max = limits.max_credits;
         if st.credits > max {
-            pr_err!(
+            pr_limited!(
+                conn,
+                pr_err,
                 "{} {}: peer returned too many credits\n",
                 self.iface.addr,
                 self.peer
@@ -222,7 +226,9 @@ impl Conn {
             Todo::GetDataFailed(cookie, status) => self.inline_data(&mut st, cookie, Err(status)),
         };
         if let Err(why) = r {
-            pr_err!(
+            pr_limited!(
+                conn,
+                pr_err,
                 "{} {} {}: bad {:?}\n",
                 self.iface.addr,
                 self.dir(),
@@ -257,7 +263,9 @@ impl Conn {
 
     /// The peer broke the protocol: logs why and fails the connection (only this one).
     pub(super) fn violation(&self, st: &mut ConnState, why: &'static str) {
-        pr_err!(
+        pr_limited!(
+            conn,
+            pr_err,
             "{} {} {}: protocol violation: {}\n",
             self.iface.addr,
             self.dir(),

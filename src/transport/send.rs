@@ -302,7 +302,7 @@ impl Conn {
             }
         };
         match t.what {
-            Finishing::ServedGet(region, inv) => {
+            Finishing::ServedGet(region, inv, _charge) => {
                 settle(inv);
                 st.stats.served += u64::from(ok);
                 if ok {
@@ -310,7 +310,7 @@ impl Conn {
                 }
                 self.iface.recycle(region);
             }
-            Finishing::ServedPut(region, inv, how) => {
+            Finishing::ServedPut(region, inv, how, _charge) => {
                 settle(inv);
                 if ok && self.check_sink(st, &region, how).is_err() {
                     self.on(st, Event::Error, "out of memory");

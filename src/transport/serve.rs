@@ -5,6 +5,13 @@
 use super::*;
 
 impl Conn {
+    /// The free MRs of a transfer this side serves in `region`, leaving the node's own
+    /// transfers their reserve (`share::serve_reserve`); `EAGAIN` when there are none.
+    fn take_serving(res: &DevRes, region: &Region) -> Result<KVec<FrMr<Free>>> {
+        let reserve = crate::share::serve_reserve(res.pool.max(), region.nmrs());
+        region.take(&res.pool, reserve, None)
+    }
+
     /// The sink of a PUT: registers a buffer and answers PUT_ACK with its registrations
     /// (the REG_MRs go first in the same chain). Without MRs or memory it answers PUT_NAK
     /// (`-EAGAIN`: busy, the source retries); a buffer this device would split into more
@@ -29,7 +36,8 @@ impl Conn {
             .and_then(|()| self.iface.serving_region(size as usize, self.iface.geo))
             .and_then(|region| {
                 if region.nmrs() > max_regs {
-                    pr_err!(
+                    pr_limited!(
+                        pr_err,
                         "{} <- {}: a PUT of {} bytes needs {} registrations here, more than \
                      max_regs={}\n",
                         self.iface.addr,
@@ -40,11 +48,20 @@ impl Conn {
                     );
                     return Err(EMSGSIZE);
                 }
+                // Within the peer's share (else busy: the peer waits and retries).
+                let charge = match self.charge_served(&region) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.iface.recycle(region);
+                        return Err(e);
+                    }
+                };
                 self.post_locked(
                     st,
                     Post::Msg,
                     |chain| {
-                        region.register(&res.pool, access, chain, &mut regs, None)?;
+                        let taken = Self::take_serving(&res, &region)?;
+                        region.register_taken(&res.pool, access, chain, &mut regs, taken)?;
                         let mut adv = region::advertise(&regs)?;
                         if short {
                             adv.shorten();
@@ -58,16 +75,17 @@ impl Conn {
                     },
                     None,
                 )
-                .map(|_| region)
+                .map(|_| (region, charge))
             });
         match r {
-            Ok(region) => {
+            Ok((region, charge)) => {
                 let sink = Sink {
                     since: Instant::now(),
                     sink_cookie,
                     how,
                     region,
                     regs,
+                    charge,
                 };
                 // Within the capacity reserved above.
                 let _ = st.sinks.push(sink, GFP_NOWAIT);
@@ -107,15 +125,29 @@ impl Conn {
             .iface
             .serving_region(size as usize, geo)
             .and_then(|region| {
+                // Within the peer's share (else busy: the peer waits and retries).
+                let charge = match self.charge_served(&region) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.iface.recycle(region);
+                        return Err(e);
+                    }
+                };
                 region::fill(&region, seed, check)?;
                 self.iface.corrupt_hook(&region)?;
                 self.post_locked(
                     st,
                     Post::Msg,
                     |chain| {
-                        let (remote, none) = (regs.as_slice(), KVec::new());
+                        let taken = Self::take_serving(&res, &region)?;
                         region::source_chain(
-                            &res.pool, &region, remote, none, chain, &mut local, &mut inv,
+                            &res.pool,
+                            &region,
+                            regs.as_slice(),
+                            taken,
+                            chain,
+                            &mut local,
+                            &mut inv,
                         )?;
                         Ok(None)
                     },
@@ -126,15 +158,15 @@ impl Conn {
                     },
                     remote_inv,
                 )
-                .map(|slot| (slot, region))
+                .map(|slot| (slot, region, charge))
             });
         match r {
-            Ok((slot, region)) => {
+            Ok((slot, region, charge)) => {
                 self.dup_done(st, cookie);
                 st.tagged.push(
                     Tagged {
                         slot,
-                        what: Finishing::ServedGet(region, inv),
+                        what: Finishing::ServedGet(region, inv, charge),
                     },
                     GFP_KERNEL,
                 )?;
@@ -183,7 +215,8 @@ impl Conn {
             .map_err(|_| "PUT_DONE for an unknown transfer")?;
         let mut sink = sink;
         if status != 0 {
-            pr_err!(
+            pr_limited!(
+                pr_err,
                 "{} {}: the source failed a PUT: {}\n",
                 self.iface.addr,
                 self.peer,
@@ -243,7 +276,7 @@ impl Conn {
                 let _ = st.tagged.push(
                     Tagged {
                         slot,
-                        what: Finishing::ServedPut(sink.region, pending, sink.how),
+                        what: Finishing::ServedPut(sink.region, pending, sink.how, sink.charge),
                     },
                     GFP_NOWAIT,
                 );
@@ -281,7 +314,8 @@ impl Conn {
     pub(super) fn put_verdict(&self, st: &mut ConnState, found: Option<usize>) -> i32 {
         let Some(off) = found else { return 0 };
         st.stats.corrupt += 1;
-        pr_err!(
+        pr_limited!(
+            pr_err,
             "{} <- {}: PUT data differs from the pattern at byte {}\n",
             self.iface.addr,
             self.peer,

@@ -39,6 +39,11 @@ pub(crate) struct IfaceSnap {
     /// Its connections that went down, by reason.
     pub(crate) closed_by: Tally,
     pub(crate) conns: KVec<ConnSnap>,
+    /// A peer's share, the requests refused as past one, and what each peer holds
+    /// (connections, MRs, bytes) that holds anything.
+    pub(crate) share: crate::share::Limits,
+    pub(crate) over_share: u64,
+    pub(crate) held: KVec<super::shares::PeerHeld>,
 }
 
 impl RejectCounts {
@@ -86,6 +91,9 @@ impl Iface {
             rejects_sent: self.rejects_sent.snapshot(),
             rejects_received: self.rejects_received.snapshot(),
             conns: snaps,
+            share: self.share_limits(),
+            over_share: self.over_share_count(),
+            held: self.shares_held()?,
         })
     }
 }

@@ -507,7 +507,8 @@ impl Conn {
     /// A GET's data against the pattern of `seed`: `EBADMSG` when it differs.
     fn check_get(&self, region: &Region, seed: u32, check: Check) -> Result {
         if let Some(off) = region::verify(region, seed, check)? {
-            pr_err!(
+            pr_limited!(
+                pr_err,
                 "{} -> {}: GET data differs from the pattern at byte {} of {}\n",
                 self.iface.addr,
                 self.peer,
@@ -623,7 +624,9 @@ impl Conn {
         // A live peer sends at least a keepalive every `keepalive` seconds.
         let silent = Delta::from_millis(i64::from(timeout_ms).max(3000 * i64::from(keepalive)));
         if st.last_rx.elapsed() > silent {
-            pr_err!(
+            pr_limited!(
+                conn,
+                pr_err,
                 "{} {} {}: nothing heard for {} s\n",
                 self.iface.addr,
                 self.dir(),

@@ -100,6 +100,15 @@ pub(crate) fn now_ms() -> u64 {
     u64::try_from(ns).unwrap_or(0) / 1_000_000
 }
 
+/// The node's memory, in bytes (`si_meminfo`: total RAM).
+pub(crate) fn total_ram() -> u64 {
+    let mut si = kernel::bindings::sysinfo::default();
+    // SAFETY: `si` is a valid, writable `struct sysinfo` for the duration of the call;
+    // `si_meminfo` only fills it.
+    unsafe { kernel::bindings::si_meminfo(&mut si) };
+    (si.totalram as u64).saturating_mul(u64::from(si.mem_unit))
+}
+
 /// The default unbound system workqueue (`system_dfl_wq`), for short periodic work.
 pub(crate) fn dfl_wq() -> &'static kernel::workqueue::Queue {
     // SAFETY: `system_dfl_wq` is a C global workqueue, set up at boot and never freed.

@@ -8,7 +8,7 @@
  * on a new rdma_cm id with a QP. It prints one line per outcome and a summary:
  *
  *   forge --src IP[:PORT] --dst IP:PORT [--count N] [--stamp N] [--dst-stamp N]
- *         [--malformed] [--quiet] [--control]
+ *         [--malformed] [--quiet] [--control | --puts N [--size N] [--hold S]]
  *
  *   established                 the node accepted (then this side disconnects)
  *   rejected reason=R           the node rejected, with fastreg's reason R (0: none given)
@@ -31,6 +31,12 @@
  *
  * The requests themselves (and their proofs of the key) are built by the caller
  * (tests/peer/console.py).
+ *
+ * --puts N [--size BYTES] [--hold S]: once established, N PUT requests (at most 8, the
+ * queue depth) of BYTES (1 MiB by default) that this side never completes: the node holds
+ * a sink for each it acknowledges. Prints "puts acks=A naks=N status=S" (the last PUT_NAK's
+ * status), then keeps the connection S seconds and prints "held", or "closed" when the
+ * node closed it first.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -74,7 +80,8 @@ static uint64_t get64(const uint8_t *b, int off)
 	return v;
 }
 
-static int control;
+static int control, n_puts, hold;
+static uint64_t put_size = 1 << 20;
 
 /* Connection parameters a default fastreg interface would send (wire.rst). */
 static void conn_params(uint8_t *b, uint16_t port, uint64_t stamp, uint64_t dst_stamp,
@@ -90,8 +97,8 @@ static void conn_params(uint8_t *b, uint16_t port, uint64_t stamp, uint64_t dst_
 	put32(b, 12, 1 << 20);		/* max_payload */
 	put32(b, 16, 4096 + 56);	/* max_msg */
 	put32(b, 20, 4096);		/* page_size */
-	put32(b, 24, control ? 0 : 3);	/* features */
-	put16(b, 28, control ? 0 : port); /* the "interface's" listening port */
+	put32(b, 24, control || n_puts ? 0 : 3);		/* features */
+	put16(b, 28, control || n_puts ? 0 : port);	/* the "interface's" port */
 	put16(b, 30, 4096);		/* max_inline */
 	put64(b, 32, stamp);
 	put64(b, 40, dst_stamp);
@@ -165,6 +172,9 @@ enum outcome { ESTABLISHED, REJECTED, ERROR, BIND_ERROR };
 #define T_NOOP 0xd0
 #define T_CONTROL 0xdc
 #define T_CONTROL_REPLY 0xdd
+#define T_PUT_REQ 0xd2
+#define T_PUT_NAK 0xd3
+#define T_PUT_ACK 0xd4
 
 struct chan {
 	struct rdma_cm_id *id;
@@ -186,36 +196,45 @@ static int post_recv(struct chan *c, int i)
 	return ibv_post_recv(c->id->qp, &wr, &bad);
 }
 
-/* Sends payload P (N bytes) in a CONTROL message with COOKIE. */
-static int send_control(struct chan *c, uint64_t cookie, const uint8_t *p, size_t n)
+/* Sends a message of TYPE whose body is B (N bytes). */
+static int send_msg(struct chan *c, int type, const uint8_t *b, size_t n)
 {
 	uint8_t *m = c->buf + (size_t)NRECV * MAX_MSG;
-	size_t len = HDR_LEN + 8 + n;
+	size_t len = HDR_LEN + n;
 	struct ibv_sge sge = { .addr = (uintptr_t)m, .length = len, .lkey = c->mr->lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = NRECV, .sg_list = &sge, .num_sge = 1,
 		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
 	}, *bad;
 
-	memset(m, 0, HDR_LEN + 8);
+	memset(m, 0, HDR_LEN);
 	put32(m, 0, MSG_MAGIC);
 	put16(m, 4, 2);
-	m[6] = T_CONTROL;
+	m[6] = type;
 	m[7] = c->owed > 255 ? 255 : c->owed;
 	c->owed -= m[7];
 	put32(m, 8, len);
 	put64(m, 16, c->my_stamp);
 	put64(m, 24, c->node_stamp);
-	put64(m, HDR_LEN, cookie);
-	memcpy(m + HDR_LEN + 8, p, n);
+	memcpy(m + HDR_LEN, b, n);
 	return ibv_post_send(c->id->qp, &wr, &bad);
 }
 
+/* Sends payload P (N bytes) in a CONTROL message with COOKIE. */
+static int send_control(struct chan *c, uint64_t cookie, const uint8_t *p, size_t n)
+{
+	uint8_t b[8 + 256];
+
+	put64(b, 0, cookie);
+	memcpy(b + 8, p, n);
+	return send_msg(c, T_CONTROL, b, 8 + n);
+}
+
 /*
- * Waits up to TIMEOUT_MS for the reply to COOKIE; prints it. Returns 0, 1 (no reply) or -1
- * (the connection is down).
+ * Waits up to MS milliseconds for the next message; copies it into OUT (MAX_MSG bytes) and
+ * returns its length, 0 when none came, -1 when the connection is down.
  */
-static int await_reply(struct chan *c, struct rdma_event_channel *ch, uint64_t cookie)
+static int next_msg(struct chan *c, struct rdma_event_channel *ch, int ms, uint8_t *out)
 {
 	struct pollfd pf[2] = {
 		{ .fd = c->id->recv_cq_channel->fd, .events = POLLIN },
@@ -223,7 +242,7 @@ static int await_reply(struct chan *c, struct rdma_event_channel *ch, uint64_t c
 	};
 	int waited = 0;
 
-	while (waited < TIMEOUT_MS) {
+	while (waited < ms) {
 		struct ibv_wc wc;
 		int n = ibv_poll_cq(c->id->recv_cq, 1, &wc);
 
@@ -248,26 +267,76 @@ static int await_reply(struct chan *c, struct rdma_event_channel *ch, uint64_t c
 			return -1;
 		if (wc.opcode != IBV_WC_RECV)
 			continue;
-		{
-			uint8_t *m = c->buf + wc.wr_id * MAX_MSG;
-			size_t len = wc.byte_len;
-			int type = len >= HDR_LEN ? m[6] : -1;
+		memcpy(out, c->buf + wc.wr_id * MAX_MSG, wc.byte_len);
+		c->owed++;
+		post_recv(c, wc.wr_id);
+		return wc.byte_len;
+	}
+	return 0;
+}
 
-			c->owed++;
-			if (type == T_CONTROL_REPLY && len > HDR_LEN + 8 &&
-			    get64(m, HDR_LEN) == cookie) {
-				printf("reply ");
-				for (size_t i = HDR_LEN + 8; i < len; i++)
-					printf("%02x", m[i]);
-				printf("\n");
-				fflush(stdout);
-				post_recv(c, wc.wr_id);
-				return 0;
-			}
-			post_recv(c, wc.wr_id);
+/*
+ * Waits up to TIMEOUT_MS for the reply to COOKIE; prints it. Returns 0, 1 (no reply) or -1
+ * (the connection is down).
+ */
+static int await_reply(struct chan *c, struct rdma_event_channel *ch, uint64_t cookie)
+{
+	static uint8_t m[MAX_MSG];
+	int len;
+
+	while ((len = next_msg(c, ch, TIMEOUT_MS, m)) > 0) {
+		if (m[6] == T_CONTROL_REPLY && len > HDR_LEN + 8 && get64(m, HDR_LEN) == cookie) {
+			printf("reply ");
+			for (int i = HDR_LEN + 8; i < len; i++)
+				printf("%02x", m[i]);
+			printf("\n");
+			fflush(stdout);
+			return 0;
 		}
 	}
-	return 1;
+	return len < 0 ? -1 : 1;
+}
+
+/*
+ * NPUT requests of SIZE bytes that this side never completes (no RDMA, no PUT_DONE): each
+ * answered by a PUT_ACK (the node holds a sink for it) or a PUT_NAK. Prints
+ * "puts acks=A naks=N status=S" (S: the last NAK's), then holds the connection HOLD
+ * seconds and prints "held" (or "closed" when the node closed it first).
+ */
+static void puts_run(struct chan *cp, struct rdma_event_channel *ch, uint64_t my_stamp,
+		     uint64_t node_stamp, int nput, uint64_t size, int hold)
+{
+	static uint8_t m[MAX_MSG];
+	struct chan c = *cp;
+	int acks = 0, naks = 0, status = 0, len = 1;
+
+	c.my_stamp = my_stamp;
+	c.node_stamp = node_stamp;
+	for (int i = 0; i < nput; i++) {
+		uint8_t b[24] = { 0 };
+
+		put64(b, 0, i + 1);
+		put64(b, 8, size);
+		if (send_msg(&c, T_PUT_REQ, b, sizeof(b))) {
+			printf("closed\n");
+			return;
+		}
+	}
+	while (acks + naks < nput && (len = next_msg(&c, ch, TIMEOUT_MS, m)) > 0) {
+		if (m[6] == T_PUT_ACK)
+			acks++;
+		if (m[6] == T_PUT_NAK) {
+			naks++;
+			status = (int32_t)(m[HDR_LEN + 8] | m[HDR_LEN + 9] << 8 |
+					   m[HDR_LEN + 10] << 16 | (uint32_t)m[HDR_LEN + 11] << 24);
+		}
+	}
+	printf("puts acks=%d naks=%d status=%d\n", acks, naks, status);
+	fflush(stdout);
+	for (int t = 0; t < hold * 10 && len >= 0; t++)
+		len = next_msg(&c, ch, 100, m) < 0 ? -1 : 0;
+	printf("%s\n", len < 0 ? "closed" : "held");
+	fflush(stdout);
 }
 
 static int hexval(int ch)
@@ -364,7 +433,7 @@ static enum outcome attempt(struct sockaddr_in *src, struct sockaddr_in *dst,
 	}
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = 4;
+	qa.cap.max_send_wr = 16;	/* every send signaled, its CQ never polled */
 	qa.cap.max_recv_wr = 4;
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
@@ -374,7 +443,7 @@ static enum outcome attempt(struct sockaddr_in *src, struct sockaddr_in *dst,
 		*status = errno;
 		goto out;
 	}
-	if (control) {
+	if (control || n_puts) {
 		buf = calloc(NRECV + 1, MAX_MSG);
 		mr = buf ? ibv_reg_mr(id->pd, buf, (size_t)(NRECV + 1) * MAX_MSG,
 				      IBV_ACCESS_LOCAL_WRITE) : NULL;
@@ -409,6 +478,8 @@ static enum outcome attempt(struct sockaddr_in *src, struct sockaddr_in *dst,
 			fflush(stdout);
 			control_run(&ctl, ch, get64(priv, 32), node_stamp);
 		}
+		if (n_puts)
+			puts_run(&ctl, ch, get64(priv, 32), node_stamp, n_puts, put_size, hold);
 		rdma_disconnect(id);
 		/* The disconnect's own event, so the id goes down cleanly. */
 		next_event(ch, status, &type);
@@ -474,10 +545,17 @@ int main(int argc, char **argv)
 			stamp = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--dst-stamp"))
 			dst_stamp = strtoull(v, NULL, 0);
+		else if (!strcmp(a, "--puts"))
+			n_puts = strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--size"))
+			put_size = strtoull(v, NULL, 0);
+		else if (!strcmp(a, "--hold"))
+			hold = strtoul(v, NULL, 0);
 		else
 			bad_args();
 	}
-	if (!have_src || !have_dst || !count || (control && count != 1))
+	if (!have_src || !have_dst || !count || ((control || n_puts) && count != 1) ||
+	    (control && n_puts) || n_puts > 8)
 		bad_args();
 	/* The forged interface "listens" where the node does, as a real peer would. */
 	conn_params(priv, ntohs(dst.sin_port), stamp, dst_stamp, malformed);
@@ -488,7 +566,7 @@ int main(int argc, char **argv)
 		switch (o) {
 		case ESTABLISHED:
 			n_est++;
-			if (!quiet && !control)
+			if (!quiet && !control && !n_puts)
 				printf("established\n");
 			break;
 		case REJECTED:

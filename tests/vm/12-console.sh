@@ -166,7 +166,7 @@ within() {
 	done
 }
 
-ktap_begin 40
+ktap_begin 42
 check "two $RDMA_KIND devices on a veth pair" veth_up
 check "cluster keys, and the user-space console built (tests/peer/forge.c)" keys_and_forger
 before=$(resource_counts)
@@ -241,6 +241,13 @@ check "a user-space console with the key: JOIN, QUERY; each replayed: refused (E
 	'query-replayed status=-116 session=99 .* tagged=1' 'join-replayed status=-116 session=0 .* tagged=0' \
 	'leave status=0 session=0 .* tagged=1'
 check "  counted, and B left free" listing "l['session'] is None and l['rejected']['stale'] == 2"
+check "a START asking more buffers than B allows its tests (1 GiB): refused, no memory" bash -c \
+	"! $LST run --via $A --from $B --to $A brw write --size 64M --concurrency 16 --count 1 2>/tmp/big.err &&
+	grep -q '$B: no memory (a test.s buffers may take an eighth of the node.s memory): its test did not start' /tmp/big.err ||
+	{ cat /tmp/big.err; false; }"
+check "  B says so, runs nothing, and is left free" bash -c \
+	"dmesg | grep -q 'console: refused start from $A: its buffers (1024 MiB) pass what the node allows its tests' &&
+	$LST --json console list | python3 -c \"import json, sys; l = json.load(sys.stdin); sys.exit(0 if l['test'] != 'running' and l['session'] is None else 1)\""
 
 # Deny ends the session of a running test.
 long_run second $A2

@@ -144,3 +144,22 @@ proptest! {
         prop_assert!(ended, "{:?}", d);
     }
 }
+
+#[test]
+fn forgotten_only_when_nothing_is_under_way_and_a_failure_is_long_past() {
+    use crate::dial_state::REAP_AFTER_MS;
+    assert_eq!(u64::from(backoff_ms(u32::MAX)), REAP_AFTER_MS);
+    let mut d = Dial::new();
+    assert!(d.reapable(0));
+    assert!(matches!(d.on(Event::Want, 0), Action::Attempt { round: 0 }));
+    assert!(!d.reapable(1_000_000));
+    d.on(Event::Down(Down::Fail(-111)), 5);
+    assert!(matches!(d.phase, Phase::Failed { .. }));
+    assert!(!d.reapable(5 + 2 * REAP_AFTER_MS - 1));
+    assert!(d.reapable(5 + 2 * REAP_AFTER_MS));
+    // Connected: nothing under way.
+    let mut d = Dial::new();
+    d.on(Event::Want, 0);
+    d.on(Event::Up, 1);
+    assert!(d.reapable(1));
+}

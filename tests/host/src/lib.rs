@@ -40,6 +40,8 @@ pub(crate) mod params;
 pub(crate) mod ratelimit;
 #[path = "../../../src/session.rs"]
 pub(crate) mod session;
+#[path = "../../../src/share.rs"]
+pub(crate) mod share;
 #[path = "../../../src/stats.rs"]
 pub(crate) mod stats;
 #[path = "../../../src/tally.rs"]
@@ -77,6 +79,8 @@ mod negotiate_tests;
 mod params_tests;
 #[cfg(test)]
 mod ratelimit_tests;
+#[cfg(test)]
+mod share_tests;
 #[cfg(test)]
 mod stats_tests;
 #[cfg(test)]

@@ -84,3 +84,13 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_burst_of_its_own() {
+    let l = RateLimit::with_burst(crate::ratelimit::CONN_BURST);
+    for _ in 0..crate::ratelimit::CONN_BURST {
+        assert_eq!(l.check(5), Some(0));
+    }
+    assert_eq!(l.check(6), None);
+    assert_eq!(l.check(5 + INTERVAL_MS), Some(1));
+}
