@@ -200,7 +200,7 @@ fn fan(
 /// How a node is asked.
 #[derive(Clone, Copy)]
 enum Plan {
-    /// In the session held there (an index into the holdings).
+    /// In the session held there (its entry in the holdings).
     Keyed,
     /// After a challenge (a JOIN or a read-only QUERY).
     Challenge,
