@@ -126,7 +126,7 @@ def parse_listing(text):
 
 
 ERRNO = {1: "not allowed", 3: "not in this session",
-         12: "no memory (a test's buffers may take an eighth of the node's memory)", 16: "busy",
+         12: "no memory (its buffers pass the node's test_mem or tests_mem)", 16: "busy",
          22: "bad request", 71: "bad reply", 95: "not supported", 110: "no answer (timed out)",
          114: "a test is running already",
          116: "replayed, or its challenge expired (try again)",

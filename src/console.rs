@@ -385,15 +385,7 @@ impl Console {
             Ok(Admitted::Start(s)) => {
                 if st.run.is_some() || st.state == RunState::Starting {
                     control::EALREADY
-                } else if s.buffers() > lst::mem_budget() {
-                    pr_limited!(
-                        pr_warn,
-                        "console: refused start from {}: its buffers ({} MiB) pass what the \
-                         node allows its tests ({} MiB, an eighth of its memory)\n",
-                        Ip(from),
-                        s.buffers() >> 20,
-                        lst::mem_budget() >> 20
-                    );
+                } else if !lst::within_limits(s.buffers(), Ip(from)) {
                     control::ENOMEM
                 } else {
                     st.generation += 1;

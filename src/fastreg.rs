@@ -103,6 +103,14 @@ module! {
             default: crate::params::REQUIRE_PRIVILEGED_PORT.default,
             description: "Refuse connection requests from source ports of 1024 and above, which any local user can bind; 0 accepts them (0..1)",
         },
+        test_mem: u32 {
+            default: crate::params::TEST_MEM.default,
+            description: "MiB of buffers one selftest run may allocate (1..1024)",
+        },
+        tests_mem: u32 {
+            default: crate::params::TESTS_MEM.default,
+            description: "MiB of buffers all selftest runs of the node may hold at once, 0 for an eighth of its memory (0..1048576)",
+        },
     },
 }
 
@@ -121,6 +129,8 @@ fn load_params() -> Result<Params> {
         *m::max_conns.value(),
         *m::max_inline.value(),
         *m::require_privileged_port.value(),
+        *m::test_mem.value(),
+        *m::tests_mem.value(),
     ];
     Params::validate(raw).map_err(|e| {
         pr_err!("{}\n", show::Show(e));
@@ -157,6 +167,7 @@ impl kernel::Module for FastregModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let params = load_params()?;
         pr_info!("loaded: {}\n", show::Show(params.listing(" ")));
+        lst::set_limits(&params);
         let wq = verbs::Workqueue::new()?;
         let fail_wr = verbs::FailWr::new();
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;

@@ -96,10 +96,51 @@ pub(crate) struct Run {
 /// Bytes of test buffers the node's tests (local and consoles') hold.
 static TEST_MEM: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
-/// The most bytes of buffers the node's tests may hold at once: an eighth of its memory,
-/// so that no test, nor any console's, can push the node into the OOM killer.
+/// The most bytes of buffers one test may take (`test_mem`), set at load.
+static TEST_LIMIT: core::sync::atomic::AtomicU64 =
+    core::sync::atomic::AtomicU64::new((crate::params::TEST_MEM.default as u64) << 20);
+
+/// The most bytes of buffers the node's tests may hold at once (`tests_mem`), set at load;
+/// 0 for an eighth of the node's memory.
+static NODE_LIMIT: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Takes the limits on tests' buffers from the module parameters.
+pub(crate) fn set_limits(p: &crate::params::Params) {
+    use core::sync::atomic::Ordering::Relaxed as R;
+    TEST_LIMIT.store(u64::from(p.test_mem) << 20, R);
+    NODE_LIMIT.store(u64::from(p.tests_mem) << 20, R);
+}
+
+/// The most bytes of buffers the node's tests may hold at once: `tests_mem`, or an eighth
+/// of its memory, so that no test, nor any console's, can push the node into the OOM killer.
 pub(crate) fn mem_budget() -> u64 {
-    crate::verbs::total_ram() / 8
+    match NODE_LIMIT.load(core::sync::atomic::Ordering::Relaxed) {
+        0 => crate::verbs::total_ram() / 8,
+        n => n,
+    }
+}
+
+/// Whether a test of `bytes` of buffers is within the limits (`test_mem` for one test, the
+/// node's budget for all of them, whatever the others hold now); logged, rate-limited, when
+/// it is not, naming `who` asked.
+pub(crate) fn within_limits(bytes: u64, who: impl kernel::fmt::Display) -> bool {
+    let (one, all) = (
+        TEST_LIMIT.load(core::sync::atomic::Ordering::Relaxed),
+        mem_budget(),
+    );
+    if bytes <= one.min(all) {
+        return true;
+    }
+    crate::show::pr_limited!(
+        pr_warn,
+        "lst: refused a test from {}: its buffers ({} MiB) pass what the node allows a test \
+         ({} MiB, test_mem) or all its tests ({} MiB, tests_mem)\n",
+        who,
+        bytes >> 20,
+        one >> 20,
+        all >> 20
+    );
+    false
 }
 
 /// Bytes of a test's buffers held in the node's budget ([`mem_budget`]), given back when
@@ -107,9 +148,13 @@ pub(crate) fn mem_budget() -> u64 {
 struct MemTicket(u64);
 
 impl MemTicket {
-    /// `bytes` more of the budget, or `ENOMEM` (logged, rate-limited) past it.
+    /// `bytes` more of the budget, or `ENOMEM` (logged, rate-limited) past it or past one
+    /// test's limit.
     fn take(bytes: u64) -> Result<Self> {
         use core::sync::atomic::Ordering::Relaxed as R;
+        if !within_limits(bytes, "this node") {
+            return Err(ENOMEM);
+        }
         let budget = mem_budget();
         TEST_MEM
             .fetch_update(R, R, |held| {
@@ -120,7 +165,7 @@ impl MemTicket {
                 crate::show::pr_limited!(
                     pr_err,
                     "lst: a test needs {} MiB of buffers; the node allows its tests {} MiB \
-                     (an eighth of its memory), {} MiB of which are held\n",
+                     (tests_mem), {} MiB of which are held\n",
                     bytes >> 20,
                     budget >> 20,
                     held >> 20

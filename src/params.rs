@@ -128,8 +128,27 @@ pub(crate) const REQUIRE_PRIVILEGED_PORT: Spec = Spec {
     default: 1,
 };
 
+/// Largest buffers one selftest run may allocate, in MiB (a local test or a console's
+/// START: `(offset + size) x concurrency x peers`).
+pub(crate) const TEST_MEM: Spec = Spec {
+    name: "test_mem",
+    min: 1,
+    max: 1024,
+    default: 1024,
+};
+
+/// MiB of buffers all the node's selftest runs may hold at once; 0 (the default) means an
+/// eighth of the node's memory, so that no test, nor any console's, can push the node into
+/// the OOM killer.
+pub(crate) const TESTS_MEM: Spec = Spec {
+    name: "tests_mem",
+    min: 0,
+    max: 1 << 20,
+    default: 0,
+};
+
 /// Every parameter, in the order they are documented and reported.
-pub(crate) const ALL: [Spec; 11] = [
+pub(crate) const ALL: [Spec; 13] = [
     POOL_SIZE,
     POOL_MAX,
     POOL_IDLE,
@@ -141,6 +160,8 @@ pub(crate) const ALL: [Spec; 11] = [
     MAX_CONNS,
     MAX_INLINE,
     REQUIRE_PRIVILEGED_PORT,
+    TEST_MEM,
+    TESTS_MEM,
 ];
 
 /// Why a set of parameters was refused.
@@ -217,14 +238,18 @@ pub(crate) struct Params {
     pub(crate) max_inline: u32,
     /// See [`REQUIRE_PRIVILEGED_PORT`].
     pub(crate) require_privileged_port: bool,
+    /// See [`TEST_MEM`].
+    pub(crate) test_mem: u32,
+    /// See [`TESTS_MEM`].
+    pub(crate) tests_mem: u32,
 }
 
 impl Params {
     /// Validates raw values, given in the order of [`ALL`].
     ///
     /// Returns the first error, in that order, so the message names one parameter.
-    pub(crate) fn validate(raw: [u32; 11]) -> Result<Params, ParamError> {
-        let [pool_size, pool_max, pool_idle, queue_depth, max_payload, port, timeout, keepalive, max_conns, max_inline, require_privileged_port] =
+    pub(crate) fn validate(raw: [u32; 13]) -> Result<Params, ParamError> {
+        let [pool_size, pool_max, pool_idle, queue_depth, max_payload, port, timeout, keepalive, max_conns, max_inline, require_privileged_port, test_mem, tests_mem] =
             raw;
         let params = Params {
             pool_size: POOL_SIZE.check(pool_size)?,
@@ -241,6 +266,8 @@ impl Params {
             max_conns: MAX_CONNS.check(max_conns)?,
             max_inline: MAX_INLINE.check(max_inline)?,
             require_privileged_port: REQUIRE_PRIVILEGED_PORT.check(require_privileged_port)? == 1,
+            test_mem: TEST_MEM.check(test_mem)?,
+            tests_mem: TESTS_MEM.check(tests_mem)?,
         };
         if params.pool_size > params.pool_max {
             return Err(ParamError::Exceeds {
@@ -255,7 +282,7 @@ impl Params {
     }
 
     /// The values in the order of [`ALL`], for reporting.
-    pub(crate) fn values(&self) -> [u32; 11] {
+    pub(crate) fn values(&self) -> [u32; 13] {
         [
             self.pool_size,
             self.pool_max,
@@ -268,6 +295,8 @@ impl Params {
             self.max_conns,
             self.max_inline,
             u32::from(self.require_privileged_port),
+            self.test_mem,
+            self.tests_mem,
         ]
     }
 }

@@ -4,12 +4,13 @@
 . "$(dirname "$0")/lib.sh"
 
 defaults=(pool_size=32 pool_max=1024 pool_idle=60 queue_depth=8 max_payload=1048576 port=7471
-	timeout=20 keepalive=10 max_conns=1024 max_inline=4096 require_privileged_port=1)
+	timeout=20 keepalive=10 max_conns=1024 max_inline=4096 require_privileged_port=1
+	test_mem=1024 tests_mem=0)
 
 params_documented() {
 	local n
-	n=$(modinfo -F parm "$KO" | grep -c -E '^(pool_size|pool_max|pool_idle|queue_depth|max_payload|port|timeout|keepalive|max_conns|max_inline|require_privileged_port):.*\([0-9]+\.\.[0-9]+')
-	[ "$n" -eq 11 ] || { modinfo -F parm "$KO"; return 1; }
+	n=$(modinfo -F parm "$KO" | grep -c -E '^(pool_size|pool_max|pool_idle|queue_depth|max_payload|port|timeout|keepalive|max_conns|max_inline|require_privileged_port|test_mem|tests_mem):.*\([0-9]+\.\.[0-9]+')
+	[ "$n" -eq 13 ] || { modinfo -F parm "$KO"; return 1; }
 }
 
 owns_pd_on_rxe0() {

@@ -17,6 +17,8 @@ ranges=(
 	"max_conns 1 65536"
 	"max_inline 0 16384"
 	"require_privileged_port 0 1"
+	"test_mem 1 1024"
+	"tests_mem 0 1048576"
 )
 
 # rejected NAME VALUE RANGE: insmod NAME=VALUE fails with the expected message.

@@ -243,10 +243,10 @@ check "a user-space console with the key: JOIN, QUERY; each replayed: refused (E
 check "  counted, and B left free" listing "l['session'] is None and l['rejected']['stale'] == 2"
 check "a START asking more buffers than B allows its tests (1 GiB): refused, no memory" bash -c \
 	"! $LST run --via $A --from $B --to $A brw write --size 64M --concurrency 16 --count 1 2>/tmp/big.err &&
-	grep -q '$B: no memory (a test.s buffers may take an eighth of the node.s memory): its test did not start' /tmp/big.err ||
+	grep -q '$B: no memory (its buffers pass the node.s test_mem or tests_mem): its test did not start' /tmp/big.err ||
 	{ cat /tmp/big.err; false; }"
 check "  B says so, runs nothing, and is left free" bash -c \
-	"dmesg | grep -q 'console: refused start from $A: its buffers (1024 MiB) pass what the node allows its tests' &&
+	"dmesg | grep -q 'lst: refused a test from $A: its buffers (1024 MiB) pass what the node allows a test' &&
 	$LST --json console list | python3 -c \"import json, sys; l = json.load(sys.stdin); sys.exit(0 if l['test'] != 'running' and l['session'] is None else 1)\""
 
 # Deny ends the session of a running test.

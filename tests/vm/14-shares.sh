@@ -7,7 +7,8 @@
 # its share (MRs and bytes, shown on A's iface line), answers its excess busy (PUT_NAK
 # -EAGAIN) and logs it once (rate-limited), refuses its connection past the share (reason
 # 9), while B's transfers to A and A's own to B are served. Once the peer goes, everything
-# it held is back.
+# it held is back. Tests' buffers are bounded too (test_mem, tests_mem): a test past either
+# is refused before it allocates anything.
 #@ vm
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/veth.sh"
@@ -16,8 +17,9 @@
 A=$VETH_ADDR0 B=$VETH_ADDR1 P=10.1.0.4
 FORGE=/tmp/forge
 # A small pool and few connections: a peer's share is 4 connections (max_conns/4), 16 MRs
-# (a quarter of the 48 the serving side may use, at least max_regs) and 32 MiB.
-PARAMS="timeout=60 pool_max=64 max_conns=16"
+# (a quarter of the 48 the serving side may use, at least max_regs) and 32 MiB. A test may
+# have 16 MiB of buffers, all the node's tests 12.
+PARAMS="timeout=60 pool_max=64 max_conns=16 test_mem=16 tests_mem=12"
 
 build_forge() {
 	modprobe rdma_ucm && gcc -O2 -Wall -o $FORGE "$FASTREG_TOP/tests/peer/forge.c" -lrdmacm -libverbs
@@ -99,7 +101,18 @@ nothing_held() {
 		awk '{ print ($1 == $2) }')" = 1 ] || { cat "$CONNS" "$DBG/pools"; return 1; }
 }
 
-ktap_begin 18
+# refused_test MIB: a local test from B with MIB buffers of 1 MiB is refused before it
+# starts (the CLI fails, nothing ran) and B's log names both limits.
+refused_test() {
+	dmesg_mark
+	if "$LST" --json brw write --from $B --peer $A --size 1M --concurrency "$1" --count 64 >/tmp/big.json 2>&1; then
+		cat /tmp/big.json
+		return 1
+	fi
+	dmesg_has "lst: refused a test from this node: its buffers \\($1 MiB\\) pass what the node allows a test \\(16 MiB, test_mem\\) or all its tests \\(12 MiB, tests_mem\\)"
+}
+
+ktap_begin 21
 check "two $RDMA_KIND devices on a veth pair" veth_up
 check "a third peer's address ($P)" third_peer
 check "the hostile peer built from source (tests/peer/forge.c)" build_forge
@@ -124,5 +137,8 @@ check "  P's connections still open (its sinks pinned all along)" bash -c "! cat
 wait
 check "P lets go: its 4 connections were held to the end, none closed by A" bash -c "[ \"\$(cat /tmp/puts.* | grep -c '^held$')\" = 4 ]"
 check "  nothing of P left on A: no share, every MR free" wait_for nothing_held
+check "a test of 32 MiB of buffers (test_mem=16): refused before it starts" refused_test 32
+check "a test of 16 MiB (tests_mem=12, all of the node's tests): refused" refused_test 16
+check "  one of 12 MiB runs" run_clean 64 brw write --from $B --peer $A --size 1M --concurrency 12 --count 64
 unload_checks "$before"
 ktap_end

@@ -5,7 +5,7 @@
 use crate::params::{self, ParamError, Params, Spec, ALL};
 use proptest::prelude::*;
 
-fn defaults() -> [u32; 11] {
+fn defaults() -> [u32; 13] {
     ALL.map(|s| s.default)
 }
 
@@ -26,7 +26,8 @@ fn defaults_validate_and_are_listed_in_order() {
     assert_eq!(
         p.listing(" ").to_string(),
         "pool_size=32 pool_max=1024 pool_idle=60 queue_depth=8 max_payload=1048576 \
-         port=7471 timeout=20 keepalive=10 max_conns=1024 max_inline=4096 require_privileged_port=1"
+         port=7471 timeout=20 keepalive=10 max_conns=1024 max_inline=4096 require_privileged_port=1 \
+         test_mem=1024 tests_mem=0"
     );
 }
 
@@ -100,7 +101,7 @@ fn pool_size_may_not_exceed_pool_max() {
 
 proptest! {
     #[test]
-    fn validate_accepts_exactly_the_ranges(raw in proptest::array::uniform11(0u32..=70_000_000)) {
+    fn validate_accepts_exactly_the_ranges(raw in proptest::array::uniform13(0u32..=70_000_000)) {
         let in_range = ALL.iter().zip(raw).all(|(s, v)| v >= s.min && v <= s.max);
         let ordered = raw[index_of(params::POOL_SIZE)] <= raw[index_of(params::POOL_MAX)];
         match Params::validate(raw) {
