@@ -186,14 +186,28 @@ impl Conn {
         let region = res.region(0, size)?;
         let r = self.stale_write(&res, &region, &old, timeout_ms);
         let rkey = old.as_slice().first().map_or(0, |r| r.rkey);
-        match r? {
-            // The chain failed: the peer's answer to the WRITE was an access error (RoCE
-            // acknowledges every RDMA WRITE).
-            false => {}
+        let how = match r? {
+            // The peer's answer to the WRITE was an access error (RoCE acknowledges every
+            // RDMA WRITE).
+            ChainEnd::Refused => "remote access error",
+            // The connection went down before the answer was processed (the peer's QP,
+            // which refused the key, closed it first): the peer's log names the refusal.
+            ChainEnd::Failed => {
+                pr_info!(
+                    "{} -> {}: the write with the sink's old rkey {:#x} was flushed before \
+                     the peer's answer\n",
+                    self.iface.addr,
+                    self.peer,
+                    rkey
+                );
+                return Ok(());
+            }
             // On iWARP an RDMA WRITE completes once the transport has it; a peer that
             // refuses the key terminates the connection. A round trip after it tells.
-            true if self.ping_once(timeout_ms).is_err() => {}
-            true => {
+            ChainEnd::Done if self.ping_once(timeout_ms).is_err() => {
+                "the peer ended the connection"
+            }
+            ChainEnd::Done => {
                 pr_err!(
                     "{} -> {}: an RDMA WRITE with a dead rkey {:#x} succeeded\n",
                     self.iface.addr,
@@ -202,12 +216,13 @@ impl Conn {
                 );
                 return Err(EIO);
             }
-        }
+        };
         pr_info!(
-            "{} -> {}: the sink's old rkey {:#x} was refused\n",
+            "{} -> {}: the sink's old rkey {:#x} was refused ({})\n",
             self.iface.addr,
             self.peer,
-            rkey
+            rkey,
+            how
         );
         Ok(())
     }
@@ -220,8 +235,8 @@ impl Conn {
             .region(0, (usize::from(inline) + 1).max(4096))
     }
 
-    /// The write of [`Conn::fault`] with the sink's old registrations `old`: whether its
-    /// chain completed without error. Waits (this is a test command's thread) for room,
+    /// The write of [`Conn::fault`] with the sink's old registrations `old`: how its
+    /// chain ended. Waits (this is a test command's thread) for room,
     /// then for the chain; when the chain does not complete in time, the connection fails
     /// and the wait goes on until it is flushed. When the post fails with the connection
     /// down (the device may hold part of the chain), it returns once the QP is drained:
@@ -232,7 +247,7 @@ impl Conn {
         region: &Region,
         old: &Regs,
         timeout_ms: u32,
-    ) -> Result<bool> {
+    ) -> Result<ChainEnd> {
         let mut left = msecs_to_jiffies(timeout_ms);
         let mut st = self.st.lock();
         while !self.has_room(&st, Room::Message) {
@@ -282,8 +297,8 @@ impl Conn {
         );
         let mut left = msecs_to_jiffies(timeout_ms);
         loop {
-            if let Some(ok) = st.probe {
-                return Ok(ok);
+            if let Some(end) = st.probe {
+                return Ok(end);
             }
             if left == 0 || !wait::step(&self.cv, &mut st, &mut left) {
                 break;
@@ -296,9 +311,11 @@ impl Conn {
         );
         // Not interruptible: the flush (or the teardown) always comes, and the buffer is
         // the device's until then.
-        while st.probe.is_none() {
+        loop {
+            if let Some(end) = st.probe {
+                return Ok(end);
+            }
             self.cv.wait(&mut st);
         }
-        Ok(st.probe == Some(true))
     }
 }

@@ -425,7 +425,7 @@ impl Conn {
                     inv
                 }
                 Finishing::Probe(inv) => {
-                    st.probe = Some(false);
+                    st.probe = Some(ChainEnd::Failed);
                     inv
                 }
             };

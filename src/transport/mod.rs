@@ -387,8 +387,8 @@ struct ConnState {
         KVec<FrMr<Registered>>,
         KVec<FrMr<Invalidating>>,
     )>,
-    /// Test hook: the chain of [`Conn::fault`]'s stale write completed (`true`) or failed.
-    probe: Option<bool>,
+    /// Test hook: how the chain of [`Conn::fault`]'s stale write ended.
+    probe: Option<ChainEnd>,
     /// The connection may be in its device pool's line of those waiting for MRs.
     in_line: bool,
     /// PUTs this side is the sink of, registered and waiting for PUT_DONE.
@@ -552,6 +552,30 @@ struct Sink {
     regs: KVec<FrMr<Registered>>,
     /// Its charge in the peer's share, given back with its region and MRs.
     charge: Charge,
+}
+
+/// How a chain of work requests ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChainEnd {
+    /// Every work request succeeded.
+    Done,
+    /// The peer refused an access (remote access error: a key it does not grant).
+    Refused,
+    /// Any other failure: flushed (the QP went to error first), or the device's error.
+    Failed,
+}
+
+impl ChainEnd {
+    /// The end a send completion tells.
+    fn of(wc: &crate::verbs::Wc<'_>) -> Self {
+        if wc.ok() {
+            ChainEnd::Done
+        } else if wc.remote_access_error() {
+            ChainEnd::Refused
+        } else {
+            ChainEnd::Failed
+        }
+    }
 }
 
 /// What completes with a chain.

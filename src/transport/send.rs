@@ -286,7 +286,8 @@ impl Conn {
     }
 
     /// A chain tagged with `slot` completed (`ok`) or failed.
-    fn finish(&self, st: &mut ConnState, slot: &Arc<Completion<TxSlot>>, ok: bool) {
+    fn finish(&self, st: &mut ConnState, slot: &Arc<Completion<TxSlot>>, end: ChainEnd) {
+        let ok = end == ChainEnd::Done;
         let Some(pos) = st.tagged.iter().position(|t| Arc::ptr_eq(&t.slot, slot)) else {
             return;
         };
@@ -325,7 +326,7 @@ impl Conn {
             }
             Finishing::Probe(inv) => {
                 settle(inv);
-                st.probe = Some(ok);
+                st.probe = Some(end);
                 self.cv.notify_all();
             }
         }
@@ -337,7 +338,7 @@ impl Handler for TxSlot {
         chain.clear();
         let conn = this.value().conn.clone();
         let mut st = conn.st.lock();
-        conn.finish(&mut st, &this, wc.ok());
+        conn.finish(&mut st, &this, ChainEnd::of(wc));
         if !wc.ok() {
             conn.wr_failed(&mut st, wc, "send failed");
             drop(st);

@@ -161,6 +161,37 @@ pub(crate) struct ConnParam<'a> {
     pub(crate) rd_atomic: u8,
 }
 
+/// The QP's `event_handler`: called by the driver, in any context, for an event of the
+/// QP. Logged (rate-limited: a peer can cause them) when a peer can be their cause. An
+/// access error is the responder's record of a peer's RDMA operation with a key this side
+/// does not grant (a dead or forged rkey, C9-222.1); the QP goes to the error state and the
+/// connection closes on its flushed receives, which tell no cause.
+///
+/// # Safety
+///
+/// Called by ib_core, with an event about a live QP of fastreg's.
+unsafe extern "C" fn qp_event(ev: *mut ib::ib_event, _ctx: *mut core::ffi::c_void) {
+    // SAFETY: The driver passes an event valid for the call, about a QP of fastreg's
+    // (this handler is given to QPs only), live during the call.
+    let (kind, qpn, device) = unsafe {
+        let ev = &*ev;
+        (ev.event, (**ev.element.qp.as_ref()).qp_num, ev.device)
+    };
+    let what = match kind {
+        ib::ib_event_type_IB_EVENT_QP_ACCESS_ERR => {
+            "access error: a peer used a key this side does not grant"
+        }
+        ib::ib_event_type_IB_EVENT_QP_REQ_ERR => "invalid request from the peer",
+        ib::ib_event_type_IB_EVENT_QP_FATAL => "fatal error",
+        // Established, last WQE reached, path migration: nothing to report.
+        _ => return,
+    };
+    // SAFETY: The event's device is registered while its QPs exist; its `name` is a
+    // NUL-terminated array.
+    let name = unsafe { CStr::from_char_ptr((*device).name.as_ptr()) };
+    limited!(pr_warn, "{}: QP {:#x}: {}\n", name, qpn, what);
+}
+
 struct QpParts {
     qp: NonNull<ib::ib_qp>,
     caps: QpCaps,
@@ -333,11 +364,22 @@ impl<T: CmHandler> Endpoint<T> {
             },
             sq_sig_type: ib::ib_sig_type_IB_SIGNAL_REQ_WR,
             qp_type: ib::ib_qp_type_IB_QPT_RC,
+            event_handler: Some(qp_event),
             ..Default::default()
         };
         // SAFETY: The id is valid and bound to the PD's device; `attr` is valid for the
         // call; the CQs outlive the QP (`QpParts` drops them after `Drop` destroys it).
-        to_result(unsafe { ib::fastreg_rdma_create_qp(self.id.as_ptr(), pd.as_raw(), &mut attr) })?;
+        to_result(unsafe { ib::fastreg_rdma_create_qp(self.id.as_ptr(), pd.as_raw(), &mut attr) })
+            .inspect_err(|e| {
+                limited!(
+                    pr_err,
+                    "{}: rdma_create_qp of {} send and {} receive work requests failed ({:?})\n",
+                    device.name(),
+                    caps.send_wr,
+                    caps.recv_wr,
+                    e
+                )
+            })?;
         // SAFETY: `rdma_create_qp` succeeded, so `id->qp` is the new QP.
         let qp = NonNull::new(unsafe { (*self.id.as_ptr()).qp }).ok_or(EINVAL)?;
         // INVARIANT: the QP was created on `id` with `sq` as its context.
@@ -377,6 +419,7 @@ impl<T: CmHandler> Endpoint<T> {
         // data is valid for the call; not in this id's handler, and no disconnect runs
         // meanwhile (the caller's guarantee).
         to_result(unsafe { ib::fastreg_rdma_connect(self.id.as_ptr(), &mut p) })
+            .inspect_err(|e| limited!(pr_err, "rdma_connect failed ({:?})\n", e))
     }
 
     /// Work requests posted on the send queue since the QP was created.
@@ -433,6 +476,12 @@ impl<T: CmHandler> Endpoint<T> {
         // signalled one is last, and posting stops at the first failure).
         let chain = unsafe { Completion::<H>::disarm(cqe) };
         if bad.cast_mut() == first {
+            limited!(
+                pr_err,
+                "ib_post_send refused a chain of {} work requests whole ({}): nothing posted\n",
+                n,
+                ret
+            );
             self.sq.refused(n);
             Err((PostError::Device(ret), Some(chain)))
         } else {
@@ -763,7 +812,8 @@ impl<T: CmHandler> ConnRequest<'_, T> {
         setup(&ep)?;
         let mut p = raw_param(param)?;
         // SAFETY: The id is valid and its handler lock is held (we are in its handler).
-        to_result(unsafe { ib::fastreg_rdma_accept(id.as_ptr(), &mut p) })?;
+        to_result(unsafe { ib::fastreg_rdma_accept(id.as_ptr(), &mut p) })
+            .inspect_err(|e| limited!(pr_err, "rdma_accept failed ({:?})\n", e))?;
         ep.owns_id.store(true, Relaxed);
         Ok(ep)
     }

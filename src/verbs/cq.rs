@@ -62,6 +62,15 @@ impl Cq {
                 core::ptr::from_ref(sq).cast_mut().cast(),
                 entries as i32,
             )
+        })
+        .inspect_err(|e| {
+            limited!(
+                pr_err,
+                "{}: ib_alloc_cq of {} entries failed ({:?})\n",
+                device.name(),
+                entries,
+                e
+            )
         })?;
         // INVARIANT: Just allocated.
         Ok(Self {
@@ -99,6 +108,11 @@ impl Wc<'_> {
     /// Whether the work request was flushed (its QP is in the error state).
     pub(crate) fn flushed(&self) -> bool {
         self.1 == ib::ib_wc_status_IB_WC_WR_FLUSH_ERR
+    }
+
+    /// Whether the peer refused the access (`IB_WC_REM_ACCESS_ERR`: a key it does not grant).
+    pub(crate) fn remote_access_error(&self) -> bool {
+        self.1 == ib::ib_wc_status_IB_WC_REM_ACCESS_ERR
     }
 
     /// Whether the error was injected (`fastreg_fail_wr`) rather than the device's.

@@ -7,6 +7,21 @@
 //! from ib_core reach the layers above through traits defined here (for example [`Client`]).
 //! Nothing here knows about fastreg's protocol or pools.
 
+/// Logs at `$level`, rate-limited per call site (10 lines per 5 s, then a count of those
+/// held back): for what a peer, a fault or a busy device can make happen at the rate of
+/// requests (a verb's failure, a QP's event).
+macro_rules! limited {
+    ($level:ident, $($arg:tt)*) => {{
+        static LIMIT: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::new();
+        if let Some(held) = LIMIT.check(crate::verbs::now_ms()) {
+            if held > 0 {
+                kernel::$level!("{} lines like the next held back (rate limit)\n", held);
+            }
+            kernel::$level!($($arg)*);
+        }
+    }};
+}
+
 mod buffer;
 mod client;
 mod cm;

@@ -197,6 +197,13 @@ impl mr_state::Handle for Mr {
         // The span ends on a page boundary when the MR is full, so the last entry may be
         // mapped in part; what must match is the length.
         if n < 0 {
+            limited!(
+                pr_err,
+                "ib_map_mr_sg of {} entries ({} bytes) failed ({})\n",
+                span.nents,
+                span.len,
+                n
+            );
             return Err(Error::from_errno(n));
         }
         if self.length() != span.len {

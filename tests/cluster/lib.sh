@@ -35,6 +35,15 @@ within() {
 	done
 }
 
+# reborn K: this node is incarnation K because the host killed the one before: that
+# one's output, moved aside by the kill (nodeN.incK-1.out), had begun its plan. (The
+# incarnation number alone is what the branch it is checked in already chose.)
+reborn() {
+	local prev=$FASTREG_RUN/node$FASTREG_NODE.inc$(($1 - 1)).out
+	[ "$FASTREG_INCARNATION" = "$1" ] && grep -q '^1\.\.' "$prev" 2>/dev/null ||
+		{ echo "incarnation $FASTREG_INCARNATION; no killed incarnation's output in $prev"; ls "$FASTREG_RUN"; return 1; }
+}
+
 # pool_count NAME: a counter of this node's pool on its RDMA device.
 pool_count() {
 	sed -n "s/^$FASTREG_DEV:.* $1=\([0-9]*\).*/\1/p" "$DBG/pools"

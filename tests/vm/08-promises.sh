@@ -70,7 +70,7 @@ clean_unload() {
 }
 
 DEPTHS=(1 254 255 256)
-ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 14 + 4 + 9 + 6 + 7 + 6 + 1))
+ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 14 + 4 + 9 + 6 + 8 + 6 + 1))
 
 check "veth pair with two rxe devices" veth_up
 
@@ -231,21 +231,29 @@ check "  rmmod, nothing left" clean_unload
 # through it, and selftest writers killed in the middle of their runs.
 check "load" load timeout=5
 check "  interfaces on the pair" pair
+# The pinger records each ping's end and status, the flapper each step's status and its
+# window: pings must have run against the flapping interface (ended inside the window),
+# and some got through.
 (
 	end=$(($(date +%s) + 20))
 	while [ "$(date +%s)" -lt $end ]; do
 		timeout 60 "$LST" ping --from $A --peer $B --count 5 >/dev/null 2>&1
-	done
+		echo "$(date +%s.%N) $?"
+	done >/tmp/pings
 ) &
 pinger=$!
 (
+	echo "start $(date +%s.%N)"
 	for _ in $(seq 12); do
 		echo "iface del $B" >"$DBG/ctl" 2>/dev/null
+		echo "del $?"
 		sleep 0.3
 		echo "iface add $RXE_DEV1 $B" >"$DBG/ctl" 2>/dev/null
+		echo "add $?"
 		sleep 0.7
 	done
-) &
+	echo "end $(date +%s.%N)"
+) >/tmp/flaps &
 flapper=$!
 # Each writer is killed once its run is seen registering (the CLI takes seconds to start
 # under emulation: a kill after a fixed second once came before the command was written).
@@ -265,6 +273,17 @@ killed_mid_run() {
 }
 check "  six selftest writers killed in the middle of their runs" killed_mid_run
 wait $pinger $flapper
+# flapped_under_pings: B was removed and added 12 times, each accepted, and pings ran
+# while it flapped (at least two ended inside its window), some of them good.
+flapped_under_pings() {
+	local steps inside good
+	steps=$(grep -c '^\(del\|add\) 0$' /tmp/flaps)
+	read -r inside good < <(awk -v s="$(sed -n 's/^start //p' /tmp/flaps)" -v e="$(sed -n 's/^end //p' /tmp/flaps)" \
+		'{ if ($1 >= s && $1 <= e) n++; if ($2 == 0) g++ } END { print n + 0, g + 0 }' /tmp/pings)
+	echo "# flap steps accepted: $steps of 24; pings ended while B flapped: $inside; good pings: $good of $(wc -l </tmp/pings)"
+	[ "$steps" -eq 24 ] && [ "$inside" -ge 2 ] && [ "$good" -ge 1 ] || { cat /tmp/flaps /tmp/pings; return 1; }
+}
+check "  B removed and added 12 times while pings ran through it, some good" flapped_under_pings
 ctl iface add $RXE_DEV1 $B >/dev/null 2>&1
 check "  after the races, traffic works" \
 	run_clean 16 brw write --from $A --peer $B --size 64k --check full --concurrency 8 --count 16

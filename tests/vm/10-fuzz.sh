@@ -45,9 +45,9 @@ fuzz_left() {
 # write and read to TO (sizes inline and registered, offsets 0 and 1, 8 in flight,
 # check=full, a second each, straight through the lst file: the CLI's start costs seconds
 # under emulation) until B made them all, or 10 minutes and 2 seconds per mutation
-# went. The runs' figures ("ops errors corrupt") go to /tmp/fuzz-SEED.
+# went. The runs' figures ("ops errors corrupt status") go to /tmp/fuzz-SEED.
 fuzz_phase() {
-	local seed=$1 count=$2 from=$3 to=$4 i=0 start=$SECONDS left op size off
+	local seed=$1 count=$2 from=$3 to=$4 i=0 start=$SECONDS left op size off r rc
 	local limit=$((600 + 2 * count))
 	: >"/tmp/fuzz-$seed"
 	ctl fuzz "$B" seed="$seed" rate="$RATE" count="$count" || return 1
@@ -55,8 +55,12 @@ fuzz_phase() {
 		for op in write read; do
 			for size in 1000 4096 65537 1048576; do
 				off=$((i % 2))
-				lst_direct brw $op size=$size offset=$off check=full concurrency=8 seconds=1 \
-					from=$from peers=$to >>"/tmp/fuzz-$seed" || true
+				# "ops errors corrupt status" per run with a result (none when
+				# it could not start: the pair was between connections).
+				r=$(lst_direct brw $op size=$size offset=$off check=full concurrency=8 seconds=1 \
+					from=$from peers=$to)
+				rc=$?
+				[ -z "$r" ] || echo "$r $rc" >>"/tmp/fuzz-$seed"
 			done
 		done
 		i=$((i + 1))
@@ -71,12 +75,18 @@ fuzz_phase() {
 }
 
 # a_survived SEED: A's transfers ran while B fuzzed (every read A reports good was
-# checked by A against the pattern: check=full; B's lies about A's writes are failures).
+# checked by A against the pattern: check=full; B's lies about A's writes are failures),
+# the fuzzing reached them (some failed), and every run reported what went wrong in it:
+# a run with a failed or corrupt transfer ended in error (EIO), and only such a run. A
+# corrupt transfer counted good would leave its run clean, and fail this.
 a_survived() {
-	local ops errs corrupt
-	read -r ops errs corrupt < <(awk '{ o += $1; e += $2; c += $3 } END { print o + 0, e + 0, c + 0 }' "/tmp/fuzz-$1")
-	echo "seed $1: $ops transfers good, $errs failed, $corrupt reported corrupt" >>/tmp/fuzz-figures
+	local ops errs corrupt runs silent
+	read -r runs ops errs corrupt silent < <(awk '{ n++; o += $1; e += $2; c += $3
+		if (($2 + $3 > 0) != ($4 != 0)) s++ } END { print n + 0, o + 0, e + 0, c + 0, s + 0 }' "/tmp/fuzz-$1")
+	echo "seed $1: $runs runs, $ops transfers good, $errs failed, $corrupt reported corrupt" >>/tmp/fuzz-figures
 	[ "$ops" -gt 0 ] || { echo "no transfer was good"; return 1; }
+	[ "$errs" -gt 0 ] || { echo "no transfer failed: the fuzzing never reached A's transfers"; return 1; }
+	[ "$silent" -eq 0 ] || { echo "$silent runs whose status does not match their counts:"; cat "/tmp/fuzz-$1"; return 1; }
 }
 
 # closed_by_reason: A's interface counts connections closed by reason, and names them.
@@ -118,7 +128,7 @@ start=$SECONDS
 S2=$((SEED + 1))
 check "A runs brw to B while B mutates $half messages (seed $SEED, $RATE per million)" fuzz_phase "$SEED" "$half" "$A" "$B"
 check "  B made all $half mutations" made_all "$SEED" "$half"
-check "  A: transfers ran, no corruption it did not report" a_survived "$SEED"
+check "  A: transfers ran and some failed; every run reported its failed and corrupt ones" a_survived "$SEED"
 check "B runs brw to A while B mutates $((TOTAL - half)) of its requests (seed $S2)" \
 	fuzz_phase "$S2" $((TOTAL - half)) "$B" "$A"
 check "  B made all $((TOTAL - half)) mutations" made_all "$S2" $((TOTAL - half))
