@@ -6,8 +6,9 @@
 #   make test       host unit tests + module build + VM tests; last line "N passed, N failed"
 #   make run        boot a VM on rxe, load fastreg, run the default selftest session
 #   make interop    the larger matrix: more node kinds (arm64 16 KiB), siw across nodes, the
-#                   selftest suite on siw, the rxe link-flap reproducer
-#   make test-debug every VM suite on the sanitizer kernel (make test runs a subset on it)
+#                   selftest suite on siw, the rxe link-flap reproducer, the long phases of
+#                   the multi-node suites, the harness's own test (a starved boot)
+#   make test-debug every VM suite on the sanitizer kernel (KASAN, kmemleak, lockdep)
 #   make fuzz       the fuzzing peer's long run: 100,000 mutated messages (tests/vm/10-fuzz.sh;
 #                   FUZZ_COUNT=N FUZZ_SEED=S for a part, seeds S and S+1; FUZZ_RATE per million)
 #   make soak       3 nodes, 30 min of mixed traffic with faults and a fuzzing peer part-time
@@ -45,6 +46,7 @@ interop:
 	@for k in $$(. scripts/lib.sh; echo $$KERNEL_KINDS); do FASTREG_KIND=$$k scripts/kmake.sh -s modules || exit 1; done
 	@FASTREG_VM_NOBUILD=1 FASTREG_INTEROP=only scripts/vm-tests.sh
 	@FASTREG_VM_NOBUILD=1 FASTREG_INTEROP=1 scripts/cluster-tests.sh
+	@tests/harness/boot-watch.sh
 
 test-debug:
 	@scripts/setup.sh all

@@ -18,6 +18,8 @@ main() {
 	# The console has the boot log (scripts/cluster.sh); from here on the tests read the
 	# kernel's log themselves, and a serial console would slow every message down.
 	dmesg -n 1 2>/dev/null
+	# scripts/cluster.sh: this boot reached its script.
+	: >"$run/node$node.up"
 	guest_basics
 	local addrs=($FASTREG_NODES) mac nic="" d
 	mac=$(printf '52:54:00:fa:00:%02x' "$node")

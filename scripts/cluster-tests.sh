@@ -6,7 +6,10 @@
 # all of them are counted. A node that does not finish, or prints fewer points than it
 # planned, counts as one failed test.
 #
-#   scripts/cluster-tests.sh [TEST...]     (default: every tests/cluster/[0-9]*.sh)
+#   scripts/cluster-tests.sh [--plan] [TEST...]     (default: every tests/cluster/[0-9]*.sh)
+#
+# --plan prints the name of each run it would make, one per line, and runs nothing. Each
+# run done is a step of `make test`'s progress (progress_done, scripts/lib.sh).
 #
 # Prints each node's KTAP output, then "cluster tests: N passed, N failed"; counts also go
 # to $FASTREG_COUNTS (if set) as "P F". FASTREG_CLUSTER_FILTER=REGEX runs only the
@@ -16,6 +19,8 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
 cd "$FASTREG_TOP"
+plan=0
+[ "${1:-}" != --plan ] || { plan=1; shift; }
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(tests/cluster/[0-9]*.sh)
 passed=0 failed=0 run=build/cluster
@@ -25,6 +30,7 @@ for t in "${tests[@]}"; do
 		cfg=${line#\#@ cluster}
 		cfg=${cfg#\#@ interop}
 		[[ "$cfg" =~ ${FASTREG_CLUSTER_FILTER:-.} ]] || continue
+		[ $plan = 0 ] || { echo "$t:$cfg"; continue; }
 		echo "# ---- $t:$cfg"
 		eval "args=($cfg)"
 		start=$SECONDS
@@ -60,8 +66,10 @@ for t in "${tests[@]}"; do
 			failed=$((failed + 1))
 		fi
 		echo "# $t:$cfg: exit $rc in $((SECONDS - start)) s"
+		progress_done "$t:$cfg" $((SECONDS - start))
 	done < <(grep -E "^#@ (cluster${FASTREG_INTEROP:+|interop})( |\$)" "$t")
 done
+[ $plan = 0 ] || exit 0
 rm -f "$run.err"
 [ -z "${FASTREG_COUNTS:-}" ] || echo "$passed $failed" >"$FASTREG_COUNTS"
 echo "cluster tests: $passed passed, $failed failed"

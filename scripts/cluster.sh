@@ -24,7 +24,11 @@
 # build/cluster/ (nodeN.out, nodeN.rc, nodeN.console; those of an incarnation that was
 # killed move to nodeN.incK.out and nodeN.incK.console). Nodes that do not finish within
 # the timeout (default 900 s, counted from the start of the run) are killed: exit status
-# 124.
+# 124. A node that has not reached its script within FASTREG_BOOT_LIMIT seconds of its boot
+# (default 300; a boot takes about 30 here, 90 with the machine loaded), or whose VM ended
+# before it did (a kernel that panicked at boot), is killed, the end of its console shown
+# (kept as nodeN.hung.console), and booted again, once; if that boot fails too, every node
+# is stopped and the run fails (exit status 125) rather than wait out its timeout.
 #
 # The segment is a bridge inside a network namespace made for the run and removed after it:
 # it never touches the host's own network.
@@ -32,7 +36,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 usage() {
-	sed -n '4,30p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -98,7 +102,9 @@ done
 } >"$run/env"
 
 ns=fastreg-cluster-$$
-pids=() npid=() incarnation=()
+pids=() npid=() incarnation=() booted_at=() reboots=()
+boot_limit=${FASTREG_BOOT_LIMIT:-300}
+[[ "$boot_limit" =~ ^[0-9]+$ ]] || die "FASTREG_BOOT_LIMIT takes seconds"
 deadline=$((SECONDS + timeout))
 cleanup() {
 	local p
@@ -126,12 +132,17 @@ boot_node() {
 		ip -n "$ns" link set "$tap" master frbr0 up
 	fi
 	echo "${incarnation[$i]:=0}" >"$run/incarnation.$i"
+	# Written by cluster-guest.sh when the node reaches its script.
+	rm -f "$run/node$i.up"
+	booted_at[$i]=$SECONDS
 	net="-netdev tap,id=fr0,ifname=$tap,script=no,downscript=no -device virtio-net-pci,netdev=fr0,mac=$mac"
 	case "$kind" in
 	x86_64 | "$DEBUG_KIND")
 		# --verbose: the kernel's boot log goes to nodeN.console, so that a node that never
 		# reaches its script shows where it stopped (cluster-guest.sh quiets the console).
+		# no_timer_check: see scripts/vm.sh (a starved guest's timer check panics).
 		setsid ip netns exec "$ns" timeout -k 10 "$timeout" vng --run "$kdir" --disable-kvm --verbose \
+			--append no_timer_check \
 			--memory "$memory" --cpus "$cpus" --user root --cwd "$FASTREG_TOP" --rwdir="$run" \
 			--qemu-opts="$net" --exec "bash $FASTREG_TOP/scripts/cluster-guest.sh $i $run" \
 			</dev/null >"$run/node$i.console" 2>&1 &
@@ -159,6 +170,18 @@ boot_node() {
 	npid[$i]=$!
 }
 
+# hung_boot N: node N's boot failed: its VM has not reached its script within the boot
+# limit, or ended before it did (not killed on request: npid is cleared then).
+hung_boot() {
+	[ -n "${npid[$1]:-}" ] && [ ! -e "$run/node$1.up" ] || return 1
+	if alive "$1"; then
+		[ $((SECONDS - ${booted_at[$1]})) -ge "$boot_limit" ] || return 1
+		why="did not reach its script within $boot_limit s"
+	else
+		why="ended before it reached its script"
+	fi
+}
+
 # alive N: node N's VM (its current incarnation) is still running.
 alive() {
 	[ -n "${npid[$1]:-}" ] && kill -0 "${npid[$1]}" 2>/dev/null
@@ -170,6 +193,17 @@ hard_kill() {
 	kill -KILL -- -"${npid[$1]}" 2>/dev/null || true
 }
 
+# forget N: node N's VM killed, waited for, and no longer signalled by cleanup (its
+# process group id may be reused).
+forget() {
+	local p kept=()
+	hard_kill "$1"
+	wait "${npid[$1]}" 2>/dev/null || true # (set -e: its status is 137)
+	for p in "${pids[@]}"; do [ "$p" = "${npid[$1]}" ] || kept+=("$p"); done
+	pids=("${kept[@]}")
+	npid[$1]=""
+}
+
 # nodectl ACTION N: what scripts/cluster-nodectl.sh asks for; prints "ok" or why not.
 nodectl() {
 	local action=$1 i=$2 k
@@ -177,13 +211,7 @@ nodectl() {
 	case "$action" in
 	kill)
 		alive "$i" || { echo "node $i is not running"; return; }
-		hard_kill "$i"
-		wait "${npid[$i]}" 2>/dev/null || true # (set -e: its status is 137)
-		# Gone: cleanup must not signal its process group id, which may be reused.
-		local p kept=()
-		for p in "${pids[@]}"; do [ "$p" = "${npid[$i]}" ] || kept+=("$p"); done
-		pids=("${kept[@]}")
-		npid[$i]=""
+		forget "$i"
 		k=${incarnation[$i]:-0}
 		mv "$run/node$i.out" "$run/node$i.inc$k.out" 2>/dev/null || true
 		mv "$run/node$i.console" "$run/node$i.inc$k.console" 2>/dev/null || true
@@ -222,6 +250,23 @@ while :; do
 		nodectl "$action" "$i" >"$req.answer"
 		mv "$req.answer" "$req.done"
 		rm -f "$req"
+	done
+	# A boot that hangs: shown, killed, booted again once (same incarnation: its script
+	# never ran); a second hang stops the run.
+	for i in "${!kinds[@]}"; do
+		hung_boot "$i" || continue
+		log "cluster: node $i (${kinds[$i]}) $why; its console ends:"
+		tail -n 15 "$run/node$i.console" | sed 's/^/[fastreg]   /' >&2
+		forget "$i"
+		mv "$run/node$i.console" "$run/node$i.hung.console" 2>/dev/null || true
+		if [ "${reboots[$i]:-0}" -ge 1 ]; then
+			log "cluster: node $i (${kinds[$i]}) failed to boot twice: stopping the run"
+			for k in "${!kinds[@]}"; do alive "$k" && hard_kill "$k"; done
+			exit 125
+		fi
+		reboots[$i]=1
+		log "cluster: node $i (${kinds[$i]}) booting again (once)"
+		boot_node "$i" || log "cluster: no time left to boot node $i again"
 	done
 	up=0
 	for i in "${!kinds[@]}"; do alive "$i" && up=1; done

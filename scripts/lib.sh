@@ -44,9 +44,11 @@ ARM64_DROP="64BIT EARLY_PRINTK SERIAL_8250 SERIAL_8250_CONSOLE ACPI I6300ESB_WDT
 DEBUG_KIND=x86_64-debug
 DEBUG_FRAGMENT=$FASTREG_TOP/scripts/kernel-debug.config
 KERNEL_KINDS="$NODE_KINDS $DEBUG_KIND"
-# The kinds `make test` runs on, built before its first run on a fresh machine (about 12
-# minutes each): arm64-16k is only in the larger matrices (make interop, make bench).
-TEST_KINDS="x86_64 arm64-64k $DEBUG_KIND"
+# The kinds `make test` runs on, built before its first run on a fresh machine (8 to 16
+# minutes each): arm64-16k is only in the larger matrices (make interop, make bench), the
+# sanitizer kernel in make test-debug (its build alone took 14 to 25 minutes: with it a
+# fresh machine's first make test passed CI's 90; Documentation/testing.rst, "Time").
+TEST_KINDS="x86_64 arm64-64k"
 
 valid_kind() {
 	case " $KERNEL_KINDS " in *" $1 "*) return 0 ;; esac
@@ -184,3 +186,40 @@ ktap_tally() {
 
 log() { printf '[fastreg] %s\n' "$*" >&2; }
 die() { printf '[fastreg] error: %s\n' "$*" >&2; exit 1; }
+
+# Progress of `make test` (scripts/test.sh): a line after each step with the time so far
+# and an estimate of the whole. The run's file $FASTREG_PROGRESS holds its steps ("plan
+# NAME") and those done ("done SECONDS NAME"); $FASTREG_PROGRESS_START is its start (epoch
+# seconds). A step not done yet counts what it took last time on this machine
+# ($FASTREG_CACHE/durations, "SECONDS NAME", kept across runs), else its figure in
+# scripts/test-durations (from a named run, Documentation/testing.rst), else 60 s.
+progress_plan() {
+	[ -n "${FASTREG_PROGRESS:-}" ] || return 0
+	local n
+	for n in "$@"; do printf 'plan\t%s\n' "$n"; done >>"$FASTREG_PROGRESS"
+}
+
+# progress_done NAME SECONDS: records the step and prints the progress line.
+progress_done() {
+	[ -n "${FASTREG_PROGRESS:-}" ] || return 0
+	local name=$1 secs=$2 durations=$FASTREG_CACHE/durations
+	printf 'done\t%s\t%s\n' "$secs" "$name" >>"$FASTREG_PROGRESS"
+	mkdir -p "$FASTREG_CACHE"
+	{ awk -F'\t' -v n="$name" '$2 != n' "$durations" 2>/dev/null
+		printf '%s\t%s\n' "$secs" "$name"; } >"$durations.new" && mv "$durations.new" "$durations"
+	awk -F'\t' -v now="$(date +%s)" -v start="${FASTREG_PROGRESS_START:-$(date +%s)}" -v name="$name" -v secs="$secs" '
+		FILENAME == ARGV[1] { if (!($2 in known)) known[$2] = $1; next }   # this machine
+		FILENAME == ARGV[2] { if (!($2 in fallback)) fallback[$2] = $1; next }   # named run
+		$1 == "plan" { plan[++n] = $2; next }
+		$1 == "done" { done[$3] = 1 }
+		END {
+			left = 0
+			for (i = 1; i <= n; i++) {
+				if (plan[i] in done) continue
+				left += (plan[i] in known) ? known[plan[i]] : (plan[i] in fallback) ? fallback[plan[i]] : 60
+			}
+			so_far = now - start
+			printf "# progress: %s done in %d s; %d:%02d so far, about %d min in all\n",
+				name, secs, so_far / 60, so_far % 60, (so_far + left + 30) / 60
+		}' "$durations" "$FASTREG_TOP/scripts/test-durations" "$FASTREG_PROGRESS"
+}

@@ -15,6 +15,10 @@ FASTREG_TOP=$(cd "$(dirname "$0")/.." && pwd)
 export FASTREG_TOP FASTREG_RDMA=$rdma FASTREG_DEV=${rdma}0 FASTREG_KO=$ko
 
 . "$FASTREG_TOP/scripts/guest-lib.sh"
+# The console had the boot log (scripts/vm.sh keeps it); from here on the tests read the
+# kernel's log themselves. Then scripts/vm.sh is told the guest reached its script.
+dmesg -n 1 2>/dev/null
+[ -z "${FASTREG_UP:-}" ] || : >"$FASTREG_UP"
 guest_basics
 
 # The NIC: the first non-loopback device backed by hardware (udev may rename eth0).

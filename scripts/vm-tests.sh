@@ -8,7 +8,10 @@
 # lines; FASTREG_INTEROP=only (make interop) runs those alone. FASTREG_VM_FILTER=REGEX keeps
 # the runs whose ARGS match it.
 #
-#   scripts/vm-tests.sh [TEST...]     (default: every tests/vm/[0-9]*.sh)
+#   scripts/vm-tests.sh [--plan] [TEST...]     (default: every tests/vm/[0-9]*.sh)
+#
+# --plan prints the name of each run it would make, one per line, and runs nothing. Each
+# run done is a step of `make test`'s progress (progress_done, scripts/lib.sh).
 #
 # Prints each test's KTAP output, then "vm tests: N passed, N failed". Exit status is
 # non-zero when anything failed. Counts also go to $FASTREG_COUNTS (if set) as "P F".
@@ -16,6 +19,8 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
 cd "$FASTREG_TOP"
+plan=0
+[ "${1:-}" != --plan ] || { plan=1; shift; }
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(tests/vm/[0-9]*.sh)
 passed=0 failed=0
@@ -38,6 +43,7 @@ for t in "${tests[@]}"; do
 		[[ "$cfg" =~ ${FASTREG_VM_FILTER:-.*} ]] || continue
 		eval "args=($cfg)"
 		name=$t${cfg:+ (${cfg# })}
+		[ $plan = 0 ] || { echo "$name"; continue; }
 		echo "# ---- $name"
 		start=$SECONDS
 		# Shown as it comes (a suite runs for minutes), and kept for the tally.
@@ -49,10 +55,12 @@ for t in "${tests[@]}"; do
 		p=$KTAP_P f=$KTAP_F sk=""
 		[ "$KTAP_S" -eq 0 ] || sk=", $KTAP_S skipped"
 		echo "# $name: $p passed, $f failed$sk in $((SECONDS - start)) s"
+		progress_done "$name" $((SECONDS - start))
 		passed=$((passed + p))
 		failed=$((failed + f))
 	done
 done
+[ $plan = 0 ] || exit 0
 [ -z "${FASTREG_COUNTS:-}" ] || echo "$passed $failed" >"$FASTREG_COUNTS"
 echo "vm tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -13,7 +13,7 @@
 # reused; when it stops, traffic recovers without reloading (a clean run both ways). At the
 # end: nothing left after rmmod (rdma resources; kmemleak on the sanitizer kernel), no
 # kernel report.
-#@ vm --kernel debug --timeout 2400
+#@ vm --timeout 2400
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lst.sh"
 
