@@ -14,7 +14,8 @@
 # Prints each node's KTAP output, then "cluster tests: N passed, N failed"; counts also go
 # to $FASTREG_COUNTS (if set) as "P F". FASTREG_CLUSTER_FILTER=REGEX runs only the
 # configurations whose "#@ cluster" line matches (e.g. 'rdma siw'). FASTREG_INTEROP=1 (make
-# interop) also runs the "#@ interop ARGS" lines: the larger matrix kept out of make test.
+# interop) also runs the "#@ interop ARGS" lines: the larger matrix kept out of make test,
+# with FASTREG_FULL=1 on the nodes: the suites' long phases (tests/cluster/lib.sh, FULL).
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -29,12 +30,14 @@ for t in "${tests[@]}"; do
 	while IFS= read -r line; do
 		cfg=${line#\#@ cluster}
 		cfg=${cfg#\#@ interop}
+		pre=()
+		[[ $line != "#@ interop"* ]] || pre=(env FASTREG_FULL=1)
 		[[ "$cfg" =~ ${FASTREG_CLUSTER_FILTER:-.} ]] || continue
 		[ $plan = 0 ] || { echo "$t:$cfg"; continue; }
 		echo "# ---- $t:$cfg"
 		eval "args=($cfg)"
 		start=$SECONDS
-		FASTREG_VM_NOBUILD=${FASTREG_VM_NOBUILD:-} scripts/cluster.sh "${args[@]}" -- bash "$t" >/dev/null 2>"$run.err"
+		FASTREG_VM_NOBUILD=${FASTREG_VM_NOBUILD:-} scripts/cluster.sh "${args[@]}" -- "${pre[@]}" bash "$t" >/dev/null 2>"$run.err"
 		rc=$?
 		cat "$run.err"
 		nodes=$(. "$run/env" 2>/dev/null && wc -w <<<"$FASTREG_NODES")

@@ -76,7 +76,8 @@ guest=$(printf '%q ' env FASTREG_UP="$work/up" bash "$FASTREG_TOP/scripts/vm-gue
 # boot SECONDS: one boot of the guest with that timeout; its exit status, or 200 when it
 # did not reach its script: not within the boot limit (then killed), or it ended before
 # (a kernel that panicked at boot). The kernel's console (stderr lines "[ seconds] ...":
-# --verbose) goes to $console, the rest of stderr through. no_timer_check: the kernel's
+# --verbose) goes to $console, the rest of stderr through; stdout through a pipe (QEMU
+# opens it again, which would truncate a file the caller gave). no_timer_check: the kernel's
 # check that the IO-APIC timer ticks gives a starved guest too little time and panics
 # ("IO-APIC + timer doesn't work!"), as it does for virtual machines generally.
 boot() {
@@ -85,7 +86,7 @@ boot() {
 	: >"$console"
 	setsid -w timeout -k 15 "$1" vng --run "$kdir" --disable-kvm --verbose --append no_timer_check --network user \
 		--memory "$memory" --cpus "$cpus" --user root --cwd "$FASTREG_TOP" --rwdir="$work" \
-		--exec "$guest" </dev/null 2> >(awk -v con="$console" '
+		--exec "$guest" </dev/null > >(cat) 2> >(awk -v con="$console" '
 			/^\[ *[0-9]+\.[0-9]+\] / { print >>con; fflush(con); next }
 			{ print; fflush() }' >&2) &
 	vng_pid=$!

@@ -23,8 +23,8 @@ PEER=${NODES[$((1 - ME))]}
 SMALL_QD=4 SMALL_PAYLOAD=262144
 
 # Each node is the client once (2 + 2 x sizes x offsets points) and the server once (1
-# point); then 3 log, 2 perftest, 7 limits and 3 final points.
-ktap_begin $((3 + 2 * ${#SIZES[@]} * N_OFFSETS + 15))
+# point); then 3 log, 2 perftest (make interop only: FULL), 7 limits and 3 final points.
+ktap_begin $((3 + 2 * ${#SIZES[@]} * N_OFFSETS + 13 + 2 * FULL))
 publish page "$PAGE"
 barrier start
 PEER_PAGE=$(published $((1 - ME)) page)
@@ -81,6 +81,7 @@ check "conns: it shows the peer's page size" \
 	grep -qE "^  conn (->|<-) $PEER:.* peer_page_size=$PEER_PAGE " "$DBG/conns"
 
 # perftest between the nodes in the same run, fastreg's 1 MiB brw beside it: ratios.
+pts=("write ib_write_bw" "read ib_read_bw")
 PT_PORT=18600
 perftest_pair() {
 	local tool=$1 port=$PT_PORT args=(-d "$FASTREG_DEV" -R -s 1048576 -n 24 -F)
@@ -120,7 +121,9 @@ ratio() {
 	echo "# ratio: $FASTREG_RDMA, ${FASTREG_KIND} node to its peer, 1 MiB: $tool $PT_MIB MiB/s," \
 		"fastreg brw $op $fr MiB/s, fastreg/perftest $(python3 -c "print(f'{$fr / $PT_MIB:.2f}')")" >/tmp/ratio
 }
-for pt in "write ib_write_bw" "read ib_read_bw"; do
+# In make interop only (FULL): about 1.5 minutes.
+[ "$FULL" = 1 ] || pts=()
+for pt in "${pts[@]}"; do
 	set -- $pt
 	rm -f /tmp/ratio
 	check "perftest $2 and fastreg brw $1 between the nodes, 1 MiB (node 0 reports the ratio)" ratio $1 $2

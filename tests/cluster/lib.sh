@@ -8,6 +8,9 @@
 [ -n "${FASTREG_BARRIER:-}" ] || { echo "run through scripts/cluster.sh"; exit 1; }
 NODES=($FASTREG_NODES)
 ME=$FASTREG_NODE
+# 1 on the runs of make interop ("#@ interop" lines): the suites' long phases, which make
+# test leaves out for its time budget, run there (Documentation/testing.rst, "Time").
+FULL=${FASTREG_FULL:-0}
 PAGE=$(getconf PAGESIZE)
 
 barrier() {
