@@ -274,14 +274,14 @@ killed_mid_run() {
 check "  six selftest writers killed in the middle of their runs" killed_mid_run
 wait $pinger $flapper
 # flapped_under_pings: B was removed and added 12 times, each accepted, and pings ran
-# while it flapped (at least two ended inside its window), some of them good.
+# while it flapped (at least one ended inside its window), some of them good.
 flapped_under_pings() {
 	local steps inside good
 	steps=$(grep -c '^\(del\|add\) 0$' /tmp/flaps)
 	read -r inside good < <(awk -v s="$(sed -n 's/^start //p' /tmp/flaps)" -v e="$(sed -n 's/^end //p' /tmp/flaps)" \
 		'{ if ($1 >= s && $1 <= e) n++; if ($2 == 0) g++ } END { print n + 0, g + 0 }' /tmp/pings)
-	echo "# flap steps accepted: $steps of 24; pings ended while B flapped: $inside; good pings: $good of $(wc -l </tmp/pings)"
-	[ "$steps" -eq 24 ] && [ "$inside" -ge 2 ] && [ "$good" -ge 1 ] || { cat /tmp/flaps /tmp/pings; return 1; }
+	echo "flap steps accepted: $steps of 24; pings ended while B flapped: $inside; good pings: $good of $(wc -l </tmp/pings)"
+	[ "$steps" -eq 24 ] && [ "$inside" -ge 1 ] && [ "$good" -ge 1 ] || { cat /tmp/flaps /tmp/pings; return 1; }
 }
 check "  B removed and added 12 times while pings ran through it, some good" flapped_under_pings
 ctl iface add $RXE_DEV1 $B >/dev/null 2>&1
