@@ -73,9 +73,12 @@ one_conn() {
 # direction had its own connection before, so every round would end with two. At least
 # 10 rounds, and on until one raced (B's race count grew), at most 40: pings that never
 # met would pass every round without showing the race is handled.
+# race_count: B's refusals sent as races (its iface line's rejects_sent field only: the
+# rejects_received after it may name races too).
 race_count() {
 	local n
-	n=$(sed -n "s/^iface $RXE_DEV1 $VETH_ADDR1:.* rejects_sent=.*race:\([0-9]*\).*/\1/p" "$CONNS")
+	n=$(sed -n "s/^iface $RXE_DEV1 $VETH_ADDR1:.* rejects_sent=\([^ ]*\) .*/\1/p" "$CONNS" | tr , '\n' |
+		sed -n 's/^race://p')
 	echo "${n:-0}"
 }
 race_rounds() {
