@@ -256,7 +256,7 @@ while :; do
 	for i in "${!kinds[@]}"; do
 		hung_boot "$i" || continue
 		log "cluster: node $i (${kinds[$i]}) $why; its console ends:"
-		tail -n 15 "$run/node$i.console" | sed 's/^/[fastreg]   /' >&2
+		console_tail "$run/node$i.console"
 		forget "$i"
 		mv "$run/node$i.console" "$run/node$i.hung.console" 2>/dev/null || true
 		if [ "${reboots[$i]:-0}" -ge 1 ]; then

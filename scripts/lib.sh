@@ -185,6 +185,8 @@ ktap_tally() {
 }
 
 log() { printf '[fastreg] %s\n' "$*" >&2; }
+# console_tail FILE: the last lines of a guest's console, logged (a boot that failed).
+console_tail() { tail -n 15 "$1" | sed 's/^/[fastreg]   /' >&2; }
 die() { printf '[fastreg] error: %s\n' "$*" >&2; exit 1; }
 
 # Progress of `make test` (scripts/test.sh): a line after each step with the time so far

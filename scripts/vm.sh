@@ -93,7 +93,7 @@ boot() {
 	while [ ! -e "$work/up" ] && kill -0 "$vng_pid" 2>/dev/null; do
 		if [ $((SECONDS - start)) -ge "$boot_limit" ]; then
 			log "vm.sh: the guest did not reach its script within $boot_limit s; its console ends:"
-			tail -n 15 "$console" | sed 's/^/[fastreg]   /' >&2
+			console_tail "$console"
 			kill -CONT -- -"$vng_pid" 2>/dev/null
 			kill -KILL -- -"$vng_pid" 2>/dev/null
 			wait "$vng_pid" 2>/dev/null
@@ -107,7 +107,7 @@ boot() {
 	vng_pid=""
 	if [ ! -e "$work/up" ] && [ $rc -ne 124 ] && [ $rc -ne 137 ]; then
 		log "vm.sh: the guest ended (exit $rc) before it reached its script; its console ends:"
-		tail -n 15 "$console" | sed 's/^/[fastreg]   /' >&2
+		console_tail "$console"
 		return 200
 	fi
 	return $rc

@@ -39,19 +39,10 @@ macro_rules! pr_limited {
     (conn, $level:ident, $($arg:tt)*) => {{
         static LIMIT: $crate::ratelimit::RateLimit =
             $crate::ratelimit::RateLimit::with_burst($crate::ratelimit::CONN_BURST);
-        $crate::show::pr_limited!(@with LIMIT, $level, $($arg)*)
+        $crate::verbs::limited!(@with LIMIT, $level, $($arg)*)
     }};
-    (@with $limit:ident, $level:ident, $($arg:tt)*) => {{
-        if let Some(held) = $limit.check($crate::verbs::now_ms()) {
-            if held > 0 {
-                kernel::$level!("{} lines like the next held back (rate limit)\n", held);
-            }
-            kernel::$level!($($arg)*);
-        }
-    }};
-    ($level:ident, $($arg:tt)*) => {{
-        static LIMIT: $crate::ratelimit::RateLimit = $crate::ratelimit::RateLimit::new();
-        $crate::show::pr_limited!(@with LIMIT, $level, $($arg)*)
-    }};
+    ($level:ident, $($arg:tt)*) => {
+        $crate::verbs::limited!($level, $($arg)*)
+    };
 }
 pub(crate) use pr_limited;

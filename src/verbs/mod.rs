@@ -9,18 +9,23 @@
 
 /// Logs at `$level`, rate-limited per call site (10 lines per 5 s, then a count of those
 /// held back): for what a peer, a fault or a busy device can make happen at the rate of
-/// requests (a verb's failure, a QP's event).
+/// requests (a verb's failure, a QP's event). `limited!(@with LIMIT, ...)` uses the given
+/// [`crate::ratelimit::RateLimit`] instead; `crate::show::pr_limited!` is built on it.
 macro_rules! limited {
-    ($level:ident, $($arg:tt)*) => {{
-        static LIMIT: crate::ratelimit::RateLimit = crate::ratelimit::RateLimit::new();
-        if let Some(held) = LIMIT.check(crate::verbs::now_ms()) {
+    (@with $limit:ident, $level:ident, $($arg:tt)*) => {{
+        if let Some(held) = $limit.check($crate::verbs::now_ms()) {
             if held > 0 {
                 kernel::$level!("{} lines like the next held back (rate limit)\n", held);
             }
             kernel::$level!($($arg)*);
         }
     }};
+    ($level:ident, $($arg:tt)*) => {{
+        static LIMIT: $crate::ratelimit::RateLimit = $crate::ratelimit::RateLimit::new();
+        $crate::verbs::limited!(@with LIMIT, $level, $($arg)*)
+    }};
 }
+pub(crate) use limited;
 
 mod buffer;
 mod client;
