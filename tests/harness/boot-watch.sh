@@ -40,11 +40,12 @@ descendants() {
 	done
 }
 
-# starve_first_qemu PID [TAP]: waits (up to 120 s) for the first booting QEMU under PID (of
-# the node whose -netdev tap is TAP, if given), starves it, prints how ("cgroup" or
-# "stopped").
+# starve_first_qemu PID CONSOLE [TAP]: waits (up to 120 s) for the first booting QEMU
+# under PID (of the node whose -netdev tap is TAP, if given) and for its first kernel line
+# in CONSOLE (so that the harness has a console to show however little the starved boot
+# then prints), starves it, prints how ("cgroup" or "stopped").
 starve_first_qemu() {
-	local root=$1 tap=${2:-} q="" p how
+	local root=$1 console=$2 tap=${3:-} q="" p how
 	for _ in $(seq 600); do
 		for p in $(descendants "$root"); do
 			case "$(cat /proc/"$p"/comm 2>/dev/null)" in qemu-system-*) ;; *) continue ;; esac
@@ -57,6 +58,10 @@ starve_first_qemu() {
 		sleep 0.2
 	done
 	[ -n "$q" ] || { echo "no QEMU appeared"; return 1; }
+	for _ in $(seq 600); do
+		grep -aq '^\[ *[0-9]' "$console" 2>/dev/null && break
+		sleep 0.2
+	done
 	how=stopped
 	if starve_cg "$q"; then how=cgroup; fi
 	[ "$how" = cgroup ] || kill -STOP "$q"
@@ -90,11 +95,11 @@ uncg() { [ -z "$CG" ] || rmdir "$CG" 2>/dev/null || true; }
 
 vm_part() {
 	local out=/tmp/boot-watch.vm pid how rc start=$SECONDS
-	FASTREG_BOOT_LIMIT=$LIMIT FASTREG_VM_NOBUILD=1 scripts/vm.sh --no-load --timeout 600 -- \
+	FASTREG_BOOT_LIMIT=$LIMIT FASTREG_VM_CONSOLE=/tmp/boot-watch.console FASTREG_VM_NOBUILD=1 scripts/vm.sh --no-load --timeout 600 -- \
 		bash -c 'echo "the command ran"' > >(cat >"$out") 2>&1 &
 	# (Through a pipe: QEMU reopens its standard output, which truncates a file.)
 	pid=$!
-	how=$(starve_first_qemu $pid)
+	how=$(starve_first_qemu $pid /tmp/boot-watch.console)
 	wait $pid
 	rc=$?
 	echo "# vm: first boot $how; exit $rc after $((SECONDS - start)) s"
@@ -111,7 +116,7 @@ cluster_part() {
 		--no-load --timeout 900 -- bash -c '"$FASTREG_BARRIER" both && echo "node $FASTREG_NODE ran"' \
 		> >(cat >"$out") 2>&1 &
 	pid=$!
-	how=$(starve_first_qemu $pid frtap1)
+	how=$(starve_first_qemu $pid build/cluster/node1.console frtap1)
 	wait $pid
 	rc=$?
 	echo "# cluster: node 1's first boot $how; exit $rc after $((SECONDS - start)) s"
