@@ -54,7 +54,7 @@ use crate::{
 pub(crate) trait Waiter: Send + Sync {
     /// MRs came back: try again. Called with pool (and maybe connection) locks held: it
     /// must only schedule the retry, never take a lock.
-    fn mrs_back(&self);
+    fn mrs_back(self: Arc<Self>);
 }
 
 /// Whether `a` and `b` are the same waiter.

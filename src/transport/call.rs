@@ -26,7 +26,7 @@ impl Conn {
     /// [`Conn::submit`]). A signal ends the wait with `ERESTARTSYS`; the transfer goes on
     /// and its buffer is freed when it ends, once no key of it is alive.
     pub(crate) fn call(
-        &self,
+        self: &Arc<Self>,
         req: Request,
         region: Option<Region>,
         timeout_ms: u32,
@@ -64,13 +64,17 @@ impl Conn {
     }
 
     /// One IMMEDIATE round trip; returns its microseconds.
-    pub(crate) fn ping_once(&self, timeout_ms: u32) -> Result<u64> {
+    pub(crate) fn ping_once(self: &Arc<Self>, timeout_ms: u32) -> Result<u64> {
         let o = self.call(Request::Ping, None, timeout_ms, false);
         o.result.map(|()| o.usecs)
     }
 
     /// IMMEDIATE round trips: returns (round trips, min, avg, max microseconds).
-    pub(crate) fn ping(&self, count: u32, timeout_ms: u32) -> Result<(u32, u64, u64, u64)> {
+    pub(crate) fn ping(
+        self: &Arc<Self>,
+        count: u32,
+        timeout_ms: u32,
+    ) -> Result<(u32, u64, u64, u64)> {
         let (mut min, mut max, mut sum) = (u64::MAX, 0u64, 0u64);
         for _ in 0..count {
             let us = self.ping_once(timeout_ms)?;
@@ -82,7 +86,7 @@ impl Conn {
     }
 
     /// PUT of `len` bytes at `offset` into the first page of a new buffer, fully checked.
-    pub(crate) fn put(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
+    pub(crate) fn put(self: &Arc<Self>, offset: usize, len: usize, timeout_ms: u32) -> Result {
         let region = self.iface.res.region(offset, len)?;
         let req = Request::Put {
             seed: self.iface.seed(),
@@ -92,7 +96,7 @@ impl Conn {
     }
 
     /// GET of `len` bytes into a new buffer at `offset` into its first page, fully checked.
-    pub(crate) fn get(&self, offset: usize, len: usize, timeout_ms: u32) -> Result {
+    pub(crate) fn get(self: &Arc<Self>, offset: usize, len: usize, timeout_ms: u32) -> Result {
         let region = self.iface.res.region(offset, len)?;
         let req = Request::Get {
             seed: self.iface.seed(),

@@ -608,9 +608,7 @@ impl Iface {
         self.connected.notify_all();
         // A run in progress finishes first, and the next one sees the interface closed.
         drop(self.dialer.lock());
-        // SAFETY: `dial_later` is this interface's, queued only by `Iface::kick_dials` with
-        // an `Arc<Iface>` of it (its work item's pointer type).
-        unsafe { verbs::cancel_delayed_sync(self, &self.dial_later) };
+        verbs::cancel_delayed_sync::<_, 1>(self); // `dial_later`
     }
 }
 

@@ -146,7 +146,7 @@ impl Conn {
     /// rkey; [`Fault::StaleGet`] RDMA-writes with the registrations of the last GET this
     /// interface served (recorded): the write must fail (the keys died with their
     /// transfers). `Ok` means the peer behaved.
-    pub(crate) fn fault(&self, what: Fault, timeout_ms: u32) -> Result {
+    pub(crate) fn fault(self: &Arc<Self>, what: Fault, timeout_ms: u32) -> Result {
         let res = self.iface.res.clone();
         if let Fault::Mangle(m) = what {
             // A registered GET (never inline): its GET_REQ carries registrations to mangle.

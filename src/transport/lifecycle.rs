@@ -290,16 +290,11 @@ impl Conn {
         let go = self.st.lock().state == State::Connecting;
         let iwarp = Self::is_iwarp(&ep);
         let r = if go {
-            // SAFETY: Not in the id's handler (on the module's workqueue), and nothing
-            // disconnects or closes the endpoint meanwhile: `in_connect` is set, and only
-            // an established connection is disconnected outside teardown (`Conn::on`),
-            // while teardown waits for `in_connect` to clear.
-            unsafe {
-                ep.connect_unlocked(&ConnParam {
-                    private: &private,
-                    rd_atomic: 16,
-                })
-            }
+            // On the module's workqueue, not in the id's handler.
+            ep.connect(&ConnParam {
+                private: &private,
+                rd_atomic: 16,
+            })
         } else {
             Ok(())
         };
@@ -379,7 +374,7 @@ impl Conn {
     }
 
     /// Disconnects, drains, and frees the endpoint and the buffers. Process context only.
-    pub(super) fn teardown(&self, reason: &'static str) {
+    pub(super) fn teardown(self: &Arc<Self>, reason: &'static str) {
         let ep = {
             let mut st = self.st.lock();
             self.on(&mut st, Event::Close, reason);
@@ -441,9 +436,7 @@ impl Conn {
         drop(st);
         self.deliver();
         // A busy peer's retry may still be timed: nothing is left to retry.
-        // SAFETY: `later` is this connection's, queued only by `Conn::kick` with an
-        // `Arc<Conn>` of it (its work item's pointer type).
-        unsafe { verbs::cancel_delayed_sync(self, &self.later) };
+        verbs::cancel_delayed_sync::<Conn, 1>(self); // `later`
     }
 
     /// Drops the message slots: they refer to the connection, which breaks the cycle.
@@ -459,13 +452,10 @@ impl Conn {
     fn reclaim_lost(&self, st: &ConnState, gone: &verbs::QpGone) {
         let mut lost = 0u32;
         for s in st.tx_all.iter() {
-            // SAFETY: A connection's send slots are posted only on its endpoint, the one
-            // `gone` proves destroyed (teardown took it from `st.ep`, the only place).
-            lost += u32::from(unsafe { Completion::reclaim_lost(s, gone) });
+            lost += u32::from(Completion::reclaim_lost(s, gone));
         }
         for s in st.rx.iter() {
-            // SAFETY: As above, for its receive slots.
-            lost += u32::from(unsafe { Completion::reclaim_lost(s, gone) });
+            lost += u32::from(Completion::reclaim_lost(s, gone));
         }
         if lost > 0 {
             pr_warn!(

@@ -72,26 +72,16 @@ enum Start {
 }
 
 impl Conn {
-    /// The connection as an [`Arc`] (for its work items and the pool's waiters).
-    fn arc(&self) -> Arc<Conn> {
-        // SAFETY: Every `Conn` is created by `Conn::new` inside an `Arc` (it is never moved
-        // out), so `self` points at the contents of an `Arc`, as `Arc::as_ptr` returns; the
-        // reference `&self` keeps that `Arc` alive for the borrow, and no `UniqueArc` of it
-        // exists.
-        let b = unsafe { ArcBorrow::from_raw(core::ptr::from_ref(self)) };
-        b.into()
-    }
-
     /// Runs the connection's work item soon (or after `delay` jiffies).
-    pub(super) fn kick(&self, delay: Option<kernel::time::Jiffies>) {
+    pub(super) fn kick(self: &Arc<Self>, delay: Option<kernel::time::Jiffies>) {
         let Some(wq) = verbs::module_wq() else { return };
         // Already queued: it will see what this wanted it to see.
         match delay {
             None => {
-                let _ = wq.enqueue::<_, 0>(self.arc());
+                let _ = wq.enqueue::<_, 0>(self.clone());
             }
             Some(d) => {
-                let _ = wq.enqueue_delayed::<_, 1>(self.arc(), d);
+                let _ = wq.enqueue_delayed::<_, 1>(self.clone(), d);
             }
         }
     }
@@ -102,7 +92,7 @@ impl Conn {
     /// is left for the record.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn submit(
-        &self,
+        self: &Arc<Self>,
         req: Request,
         region: Option<Region>,
         timeout_ms: u32,
@@ -220,7 +210,7 @@ impl Conn {
 
     /// Moves every record as far as it can go now: the next chain of those in flight,
     /// then the queued ones in order; then answers and credits ([`Conn::pump`]).
-    pub(super) fn drive(&self, st: &mut ConnState) {
+    pub(super) fn drive(self: &Arc<Self>, st: &mut ConnState) {
         self.pump(st);
         // Steps of transfers in flight first: they free what new ones wait for.
         for i in 0..st.xfers.len() {
@@ -293,7 +283,7 @@ impl Conn {
 
     /// The connection is drained: no work request names anything of it. Every record ends;
     /// the MRs whose state is unknown are destroyed, never reused.
-    pub(super) fn xfers_drained(&self, st: &mut ConnState) {
+    pub(super) fn xfers_drained(self: &Arc<Self>, st: &mut ConnState) {
         let res = self.iface.res.clone();
         for x in st.xfers.iter_mut() {
             let _ = x.t.on(XEvent::Drained);
@@ -303,7 +293,7 @@ impl Conn {
     }
 
     /// Tries to start queued record `i`.
-    fn start(&self, st: &mut ConnState, i: usize) -> Start {
+    fn start(self: &Arc<Self>, st: &mut ConnState, i: usize) -> Start {
         if let Some(t) = st.xfers[i].not_before {
             let left = t - Instant::<Monotonic>::now();
             if left > Delta::ZERO {
@@ -369,7 +359,7 @@ impl Conn {
     /// Takes the MRs record `i` needs, all at once, first come first served among the
     /// connections waiting for the pool (and leaving what serving needs); `EAGAIN` when it
     /// must wait: the pool kicks this connection when MRs come back.
-    fn take_mrs(&self, st: &mut ConnState, i: usize) -> Result {
+    fn take_mrs(self: &Arc<Self>, st: &mut ConnState, i: usize) -> Result {
         let x = &mut st.xfers[i];
         let Some(region) = x.region.as_ref() else {
             return Err(EINVAL);
@@ -382,7 +372,7 @@ impl Conn {
             self.pool_can_serve(region)?;
         }
         let res = &self.iface.res;
-        let me: Arc<dyn crate::pool::Waiter> = self.arc();
+        let me: Arc<dyn crate::pool::Waiter> = self.clone();
         let r = res.pool.try_get(n, res.pool.reserve(), &mut x.free, &me);
         x.waits_mrs = r.as_ref().is_err_and(|e| *e == EAGAIN);
         st.in_line |= st.xfers[i].waits_mrs;
@@ -398,7 +388,7 @@ impl Conn {
     /// Moves the finished records to the list of those to report; a busy peer's are
     /// started again (after a pause, within their timeout). The MRs a record took and did
     /// not use go back to the pool.
-    pub(super) fn reap(&self, st: &mut ConnState) {
+    pub(super) fn reap(self: &Arc<Self>, st: &mut ConnState) {
         let res = self.iface.res.clone();
         let mut i = 0;
         while i < st.xfers.len() {
@@ -433,7 +423,7 @@ impl Conn {
         }
         if st.in_line && !st.xfers.iter().any(|x| x.waits_mrs) {
             st.in_line = false;
-            let me: Arc<dyn crate::pool::Waiter> = self.arc();
+            let me: Arc<dyn crate::pool::Waiter> = self.clone();
             res.pool.leave(&me);
         }
         self.cv.notify_all();
@@ -443,7 +433,7 @@ impl Conn {
     /// checked first. A client's `done` is called from this small frame, not from the one
     /// that held the record ([`Conn::next_outcome`]): it often submits the next transfer,
     /// whose path to the post is deep, on the stack of a completion.
-    pub(crate) fn deliver(&self) {
+    pub(crate) fn deliver(self: &Arc<Self>) {
         self.reap(&mut self.st.lock());
         while let Some((client, token, o)) = self.next_outcome() {
             client.done(&client, token, o);
@@ -525,12 +515,12 @@ impl Conn {
     /// that; fails a transfer that waited for MRs longer than its timeout; sends a NOOP
     /// after `keepalive` idle seconds (0: never), which also finds out that a silent peer
     /// is gone (the send fails).
-    pub(super) fn tick(&self, keepalive: u32, timeout_ms: u32) {
+    pub(super) fn tick(self: &Arc<Self>, keepalive: u32, timeout_ms: u32) {
         self.tick_locked(keepalive, timeout_ms);
         self.deliver();
     }
 
-    fn tick_locked(&self, keepalive: u32, timeout_ms: u32) {
+    fn tick_locked(self: &Arc<Self>, keepalive: u32, timeout_ms: u32) {
         let mut st = self.st.lock();
         // A connection still in passive wait (accepted, no RTU yet) already serves the
         // requests that came first: its sinks are timed like the rest (they hold MRs and
@@ -726,7 +716,7 @@ impl Conn {
 }
 
 impl crate::pool::Waiter for Conn {
-    fn mrs_back(&self) {
+    fn mrs_back(self: Arc<Self>) {
         self.kick(None);
     }
 }
@@ -757,7 +747,7 @@ impl kernel::workqueue::WorkItem<1> for Conn {
 
 impl Conn {
     /// The work items' job: moves what can move, reports what finished.
-    fn drive_and_deliver(&self) {
+    fn drive_and_deliver(self: &Arc<Self>) {
         let early = {
             let mut st = self.st.lock();
             if st.state == State::Established {
@@ -766,7 +756,7 @@ impl Conn {
             st.draining
         };
         if early {
-            self.arc().receive_early();
+            self.clone().receive_early();
         }
         self.deliver();
     }

@@ -23,9 +23,11 @@ use kernel::{
         },
         Arc,
         ArcBorrow,
+        CondVar,
         Mutex,
         SetOnce, //
     },
+    task::Task,
     time::{
         delay::fsleep,
         Delta,
@@ -213,6 +215,8 @@ struct QpParts {
 #[pin_data(PinnedDrop)]
 pub(crate) struct Endpoint<T: CmHandler> {
     id: NonNull<ib::rdma_cm_id>,
+    /// Unique among the module's endpoints: what [`QpGone`] names.
+    serial: u64,
     owns_id: Atomic<bool>,
     drained: Atomic<bool>,
     qp: SetOnce<QpParts>,
@@ -222,7 +226,26 @@ pub(crate) struct Endpoint<T: CmHandler> {
     /// the QP is drained.
     #[pin]
     orphans: Mutex<KVec<SendChain>>,
+    /// The task running this id's event handler, while one runs (0 otherwise).
+    handler_task: Atomic<usize>,
+    /// [`Endpoint::connect`] in progress, and what waits for it.
+    #[pin]
+    connecting: Mutex<Connecting>,
+    #[pin]
+    connect_over: CondVar,
     ctx: T,
+}
+
+/// What [`Endpoint::connect`] keeps from a disconnect or close: on iWARP rdma_cm frees the
+/// connect's `iw_cm_id` when the connect fails, without a lock `rdma_disconnect` takes.
+#[derive(Default)]
+struct Connecting {
+    /// `rdma_connect` runs (the lock is not held meanwhile).
+    running: bool,
+    /// A disconnect was asked meanwhile: done when the connect returns.
+    disconnect: bool,
+    /// Closed: no connect any more.
+    closed: bool,
 }
 
 // SAFETY: rdma_cm ids and QPs are used from any thread; the mutable state is atomics or
@@ -251,11 +274,18 @@ impl<T: CmHandler> Endpoint<T> {
                     })?;
                     NonNull::new(id).ok_or(ENOMEM)?
                 },
+                serial: SERIAL.fetch_add(1, Relaxed),
                 owns_id: Atomic::new(true),
                 drained: Atomic::new(false),
                 qp: SetOnce::new(),
                 sq <- SendQueue::new(0),
                 orphans <- kernel::new_mutex!(KVec::new(), "fastreg::Endpoint::orphans"),
+                handler_task: Atomic::new(0),
+                connecting <- kernel::new_mutex!(
+                    Connecting::default(),
+                    "fastreg::Endpoint::connecting"
+                ),
+                connect_over <- kernel::new_condvar!("fastreg::Endpoint::connect_over"),
                 ctx,
             }),
             GFP_KERNEL,
@@ -408,18 +438,39 @@ impl<T: CmHandler> Endpoint<T> {
     /// and rdma_cm's workqueue, where handlers run, is not held while a device connects
     /// (siw's connect is a blocking TCP connect).
     ///
-    /// # Safety
-    ///
-    /// Not called from this id's handler, and neither [`Endpoint::disconnect`] nor
-    /// [`Endpoint::close`] runs on this endpoint until it returns: on iWARP rdma_cm frees
-    /// the connect's `iw_cm_id` when it fails, without a lock `rdma_disconnect` takes.
-    pub(crate) unsafe fn connect_unlocked(&self, param: &ConnParam<'_>) -> Result {
+    /// Fails with `EDEADLK` from this id's handler, `EBUSY` while another connect runs,
+    /// and `ENOTCONN` once the endpoint is closed. A [`Endpoint::disconnect`] meanwhile is
+    /// done when `rdma_connect` returns, and [`Endpoint::close`] waits for it.
+    pub(crate) fn connect(&self, param: &ConnParam<'_>) -> Result {
+        if self.handler_task.load(Relaxed) == Task::current_raw() as usize {
+            return Err(Error::from_errno(-(bindings::EDEADLK as i32)));
+        }
         let mut p = raw_param(param)?;
+        {
+            let mut c = self.connecting.lock();
+            if c.closed {
+                return Err(Error::from_errno(-(bindings::ENOTCONN as i32)));
+            }
+            if c.running {
+                return Err(EBUSY);
+            }
+            c.running = true;
+        }
         // SAFETY: The id is valid (the endpoint is alive for `&self`); `p` with its private
-        // data is valid for the call; not in this id's handler, and no disconnect runs
-        // meanwhile (the caller's guarantee).
-        to_result(unsafe { ib::fastreg_rdma_connect(self.id.as_ptr(), &mut p) })
-            .inspect_err(|e| limited!(pr_err, "rdma_connect failed ({:?})\n", e))
+        // data is valid for the call; not in this id's handler (checked above: its task is
+        // recorded while it runs), and no disconnect or close runs meanwhile (`running`).
+        let r = to_result(unsafe { ib::fastreg_rdma_connect(self.id.as_ptr(), &mut p) })
+            .inspect_err(|e| limited!(pr_err, "rdma_connect failed ({:?})\n", e));
+        let mut c = self.connecting.lock();
+        c.running = false;
+        if core::mem::take(&mut c.disconnect) {
+            // SAFETY: The id is valid; disconnecting an unconnected id only returns an
+            // error; no connect runs (`running` is clear, under the lock).
+            unsafe { ib::rdma_disconnect(self.id.as_ptr()) };
+        }
+        drop(c);
+        self.connect_over.notify_all();
+        r
     }
 
     /// Work requests posted on the send queue since the QP was created.
@@ -458,7 +509,7 @@ impl<T: CmHandler> Endpoint<T> {
         }
         chain.draw_fault();
         let first = chain.link(done.cqe_ptr(), self.sq.err_cqe(), parts.signal_writes);
-        let cqe = match Completion::arm(done, chain) {
+        let cqe = match Completion::arm(done, chain, self.serial) {
             Ok(cqe) => cqe,
             Err(chain) => {
                 self.sq.refused(n);
@@ -518,7 +569,14 @@ impl<T: CmHandler> Endpoint<T> {
     /// with no lock held that the handler takes.
     pub(crate) fn disconnect(&self) {
         self.sq.close();
-        // SAFETY: The id is valid; disconnecting twice only returns an error.
+        let mut c = self.connecting.lock();
+        if c.running {
+            // Done by `connect` when it returns.
+            c.disconnect = true;
+            return;
+        }
+        // SAFETY: The id is valid; disconnecting twice only returns an error; no connect
+        // runs (`running` is clear, and the lock keeps one from starting).
         unsafe { ib::rdma_disconnect(self.id.as_ptr()) };
     }
 
@@ -534,7 +592,7 @@ impl<T: CmHandler> Endpoint<T> {
         chain.hold_recv(buf)?;
         chain.draw_fault();
         let mut sge = buf.sge(buf.len() as u32);
-        let cqe = Completion::arm(done, chain).map_err(|_| EBUSY)?;
+        let cqe = Completion::arm(done, chain, self.serial).map_err(|_| EBUSY)?;
         let mut wr = ib::ib_recv_wr {
             sg_list: &mut sge,
             num_sge: 1,
@@ -575,8 +633,15 @@ impl<T: CmHandler> Endpoint<T> {
     /// Must not be called from a CQ completion handler, nor from this id's rdma_cm handler.
     pub(crate) fn close(&self) {
         self.sq.close();
-        // SAFETY: The id is valid; disconnecting an unconnected id only returns an error.
+        let mut c = self.connecting.lock();
+        while c.running {
+            self.connect_over.wait(&mut c);
+        }
+        c.closed = true;
+        // SAFETY: The id is valid; disconnecting an unconnected id only returns an error;
+        // no connect runs, nor will (`closed`, under the lock).
         unsafe { ib::rdma_disconnect(self.id.as_ptr()) };
+        drop(c);
         if let Some(p) = self.qp.as_ref() {
             if !self.drained.xchg(true, Relaxed) {
                 // SAFETY: The QP is valid; no more posts (closed above); its CQs have room
@@ -675,7 +740,9 @@ impl<T: CmHandler> Endpoint<T> {
             }
             _ => CmEvent::Other,
         };
+        ep.handler_task.store(Task::current_raw() as usize, Relaxed);
         T::event(ep, e);
+        ep.handler_task.store(0, Relaxed);
         // The id is owned by its endpoint: never ask rdma_cm to destroy it.
         0
     }
@@ -727,7 +794,23 @@ impl<T: CmHandler> PinnedDrop for Endpoint<T> {
 
 /// Proof that an endpoint's QP and CQs are destroyed: no completion of a work request
 /// posted on it runs any more ([`super::Completion::reclaim_lost`]).
-pub(crate) struct QpGone(());
+///
+/// # Invariants
+///
+/// The endpoint numbered `serial` is destroyed (made only by [`Endpoint::destroy`]).
+pub(crate) struct QpGone {
+    serial: u64,
+}
+
+impl QpGone {
+    /// The serial number of the destroyed endpoint.
+    pub(super) fn serial(&self) -> u64 {
+        self.serial
+    }
+}
+
+/// The next endpoint's serial number (64 bits: never wraps).
+static SERIAL: Atomic<u64> = Atomic::new(0);
 
 impl<T: CmHandler> Endpoint<T> {
     /// Destroys the endpoint if `this` is its last reference: its QP and CQs (and its id,
@@ -736,9 +819,11 @@ impl<T: CmHandler> Endpoint<T> {
     /// warns, and nothing here can undo that.)
     pub(crate) fn destroy(this: Arc<Self>) -> Option<QpGone> {
         let last = Arc::into_unique_or_drop(this)?;
+        let serial = last.serial;
         // Runs `PinnedDrop` (drain, QP and id destroyed), then the fields' drops (CQs).
         drop(last);
-        Some(QpGone(()))
+        // INVARIANT: destroyed just above.
+        Some(QpGone { serial })
     }
 }
 
@@ -795,11 +880,18 @@ impl<T: CmHandler> ConnRequest<'_, T> {
         let ep = Arc::pin_init(
             try_pin_init!(Endpoint {
                 id,
+                serial: SERIAL.fetch_add(1, Relaxed),
                 owns_id: Atomic::new(false),
                 drained: Atomic::new(false),
                 qp: SetOnce::new(),
                 sq <- SendQueue::new(0),
                 orphans <- kernel::new_mutex!(KVec::new(), "fastreg::Endpoint::orphans"),
+                handler_task: Atomic::new(0),
+                connecting <- kernel::new_mutex!(
+                    Connecting::default(),
+                    "fastreg::Endpoint::connecting"
+                ),
+                connect_over <- kernel::new_condvar!("fastreg::Endpoint::connect_over"),
                 ctx,
             }),
             GFP_KERNEL,

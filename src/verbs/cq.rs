@@ -156,13 +156,14 @@ pub(crate) trait Handler: Send + Sync + Sized + 'static {
 ///
 /// `cqe.done` is `Self::done_callback`. Every `wr_cqe` that points at `cqe` was given one
 /// reference of the `Arc` that holds `self` (`Arc::into_raw`), which `done_callback` takes
-/// back; while a chain is posted, `posted` holds it.
+/// back; while a chain is posted, `posted` holds it with the serial number of the endpoint
+/// it was posted on.
 #[pin_data]
 #[repr(C)]
 pub(crate) struct Completion<T: Handler> {
     cqe: Opaque<ib::ib_cqe>,
     #[pin]
-    posted: SpinLock<Option<SendChain>>,
+    posted: SpinLock<Option<(SendChain, u64)>>,
     value: T,
 }
 
@@ -197,16 +198,21 @@ impl<T: Handler> Completion<T> {
         self.cqe.get()
     }
 
-    /// Records `chain` as posted and returns the `wr_cqe` for its last work request, which
-    /// carries one reference to `this`. Gives the chain back if one is already posted.
+    /// Records `chain` as posted on the endpoint numbered `on` and returns the `wr_cqe` for
+    /// its last work request, which carries one reference to `this`. Gives the chain back
+    /// if one is already posted.
     // The chain is handed back by value when refused, so its storage is reused.
     #[expect(clippy::result_large_err)]
-    pub(super) fn arm(this: &Arc<Self>, chain: SendChain) -> Result<*mut ib::ib_cqe, SendChain> {
+    pub(super) fn arm(
+        this: &Arc<Self>,
+        chain: SendChain,
+        on: u64,
+    ) -> Result<*mut ib::ib_cqe, SendChain> {
         let mut slot = this.posted.lock();
         if slot.is_some() {
             return Err(chain);
         }
-        *slot = Some(chain);
+        *slot = Some((chain, on));
         drop(slot);
         // The reference is taken back by `done_callback` (or `disarm`).
         let raw = Arc::into_raw(this.clone());
@@ -223,32 +229,32 @@ impl<T: Handler> Completion<T> {
         // SAFETY: `arm` produced `cqe` with `Arc::into_raw`.
         let this = unsafe { Arc::from_raw(cqe.cast::<Self>()) };
         let chain = this.posted.lock().take();
-        chain.unwrap_or_else(SendChain::empty)
+        chain.map_or_else(SendChain::empty, |(c, _)| c)
     }
 
     /// Takes back the reference and chain of a work request whose completion never came,
-    /// once its QP and CQs are destroyed (`gone`); returns whether one was outstanding.
+    /// once its QP and CQs are destroyed (`gone`); returns whether one was outstanding. A
+    /// completion posted on another endpoint is left alone (`false`).
     ///
     /// siw can lose the completion of a request posted before the drain (see
     /// `Endpoint::wait_flushed`): without this its chain, and the MRs and buffers the
     /// chain holds, would stay allocated for good, the PD with them.
-    ///
-    /// # Safety
-    ///
-    /// Every work request armed with this completion was posted on the endpoint whose
-    /// destruction `gone` proves.
-    pub(crate) unsafe fn reclaim_lost(this: &Arc<Self>, gone: &super::QpGone) -> bool {
-        let _ = gone;
-        let Some(chain) = this.posted.lock().take() else {
-            return false;
-        };
+    pub(crate) fn reclaim_lost(this: &Arc<Self>, gone: &super::QpGone) -> bool {
+        let mut posted = this.posted.lock();
+        match *posted {
+            Some((_, on)) if on == gone.serial() => {}
+            _ => return false,
+        }
+        let chain = posted.take();
+        drop(posted);
         drop(chain);
         // SAFETY: `posted` was set, so `arm` gave a work request one reference made with
         // `Arc::into_raw`, and neither `done_callback` nor `disarm` took it back (each takes
-        // `posted` with it). Its QP and CQs are destroyed (the caller's guarantee):
+        // `posted` with it). It was posted on the endpoint `gone` names (the serial
+        // numbers are unique), whose QP and CQs are destroyed:
         // `ib_free_cq` cancelled the polling work, so no completion is running or will
         // run, and nothing arms this completion on them any more. It is taken back here,
-        // once.
+        // once (`posted` is cleared with it).
         drop(unsafe { Arc::from_raw(Arc::as_ptr(this)) });
         true
     }
@@ -264,7 +270,7 @@ impl<T: Handler> Completion<T> {
         // the reference it carries is taken back here, once per completion.
         let this = unsafe { Arc::from_raw((*wc.__bindgen_anon_1.wr_cqe.as_ref()).cast::<Self>()) };
         let chain = this.posted.lock().take();
-        let chain = chain.unwrap_or_else(SendChain::empty);
+        let chain = chain.map_or_else(SendChain::empty, |(c, _)| c);
         // SAFETY: Completions are posted on QPs whose CQs were made by `Cq::new`, with the
         // QP's `SendQueue` as context, which outlives them (its invariant); the CQ is valid
         // during its own callback.

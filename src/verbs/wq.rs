@@ -13,9 +13,12 @@ use kernel::{
         Atomic,
         Relaxed, //
     },
+    sync::Arc,
     workqueue::{
-        DelayedWork,
-        Queue, //
+        HasDelayedWork,
+        Queue,
+        Work,
+        WorkItem, //
     },
 };
 
@@ -71,24 +74,31 @@ pub(crate) fn queue() -> Option<&'static Queue> {
     Some(unsafe { Queue::from_raw(p) })
 }
 
-/// Cancels the delayed work `dwork` of `this`, waiting for it if it runs; a pending item's
+/// Cancels the delayed work `ID` of `this`, waiting for it if it runs; a pending item's
 /// reference to `this` is given back.
 ///
-/// # Safety
-///
-/// `dwork` is a field of `this`, and it is only ever queued by `enqueue_delayed` with an
-/// `Arc<T>` of `this` (its work item's pointer type is `Arc<T>`).
-pub(crate) unsafe fn cancel_delayed_sync<T, const ID: u64>(this: &T, dwork: &DelayedWork<T, ID>) {
-    // CAST: `DelayedWork` is `repr(transparent)` over `Opaque<delayed_work>`.
-    let raw = core::ptr::from_ref(dwork)
-        .cast_mut()
-        .cast::<bindings::delayed_work>();
+/// Safe because the bounds carry what it needs: the work item's pointer type is `Arc<T>`,
+/// so a pending item can only have been queued with an `Arc<T>` of `this` (the work is a
+/// field of `this`; `Pin<KBox<T>>` and `ARef<T>` queue only items whose pointer type they
+/// are), and `HasDelayedWork` says the work is the `work` of a `delayed_work`.
+pub(crate) fn cancel_delayed_sync<T, const ID: u64>(this: &T)
+where
+    T: HasDelayedWork<T, ID> + WorkItem<ID, Pointer = Arc<T>>,
+{
+    let me = core::ptr::from_ref(this).cast_mut();
+    // SAFETY: `me` points at a valid `T` for the borrow of `this`.
+    let work = unsafe { T::raw_get_work(me) };
+    // SAFETY: `work` points at the initialised `Work` field of `this`.
+    let work = unsafe { Work::raw_get(work) };
+    // SAFETY: By `HasDelayedWork`, `work` is the `work` field of a `delayed_work`, alive
+    // and initialised for the borrow of `this`.
+    let raw = unsafe { kernel::container_of!(work, bindings::delayed_work, work) };
     // SAFETY: `raw` is an initialised delayed work, alive for the borrow of `this`.
     let pending = unsafe { bindings::cancel_delayed_work_sync(raw) };
     if pending {
-        // SAFETY: By the function's requirements, a pending item holds one reference to
-        // `this`, taken by `enqueue_delayed` with `Arc::into_raw` on an `Arc<T>` of it; it
-        // was cancelled before `run` could give it back, so it is given back here.
-        drop(unsafe { kernel::sync::Arc::from_raw(core::ptr::from_ref(this)) });
+        // SAFETY: A pending item holds one reference to `this`, taken with `Arc::into_raw`
+        // on an `Arc<T>` of it (the only pointer type its work item has, see above); it
+        // was cancelled before `run` could give it back, so it is given back here, once.
+        drop(unsafe { Arc::from_raw(me.cast_const()) });
     }
 }
