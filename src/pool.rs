@@ -57,6 +57,9 @@ pub(crate) trait Waiter: Send + Sync {
     fn mrs_back(self: Arc<Self>);
 }
 
+/// [`Pool::try_get`] without `grow`: MRs must be allocated first, where that may be done.
+pub(crate) const GROW: Error = ENOSPC;
+
 /// Whether `a` and `b` are the same waiter.
 fn same(a: &Arc<dyn Waiter>, b: &Arc<dyn Waiter>) -> bool {
     core::ptr::eq(Arc::as_ptr(a).cast::<()>(), Arc::as_ptr(b).cast::<()>())
@@ -430,13 +433,16 @@ impl Pool {
     /// [`Pool::get_leaving`] without waiting, for a transfer advanced by events: when the
     /// MRs cannot be had now, or others wait for them first, `me` joins the line (once)
     /// and this returns `EAGAIN`; `me` is told when MRs come back and it is first. Its
-    /// place is kept until it takes MRs or [`Pool::leave`]s.
+    /// place is kept until it takes MRs or [`Pool::leave`]s. Without `grow` (a completion
+    /// handler) it allocates nothing: when its turn needs MRs allocated it returns
+    /// [`GROW`], keeping its place, for the caller to try again where it may allocate.
     pub(crate) fn try_get(
         &self,
         n: u32,
         reserve: u32,
         out: &mut KVec<FrMr<Free>>,
         me: &Arc<dyn Waiter>,
+        grow: bool,
     ) -> Result {
         self.can_ever(n, reserve)?;
         {
@@ -452,6 +458,12 @@ impl Pool {
                     inner.line.push(me.clone(), GFP_KERNEL)?;
                 }
                 return Err(EAGAIN);
+            }
+            if !grow && (inner.free.len() as u32) < n {
+                return Err(GROW);
+            }
+            if !grow && out.capacity() - out.len() < n as usize {
+                return Err(GROW);
             }
             if let Some(p) = pos {
                 let _ = inner.line.remove(p);
@@ -473,6 +485,9 @@ impl Pool {
     }
 
     /// `me` no longer waits for MRs: out of the line (the next one is told).
+    // Not inlined: its call through `dyn Waiter` stays in a frame of the pool's, which
+    // `scripts/stack-depth.py` resolves to the waiters' methods.
+    #[inline(never)]
     pub(crate) fn leave(&self, me: &Arc<dyn Waiter>) {
         let mut inner = self.inner.lock();
         let Some(p) = inner.line.iter().position(|w| same(w, me)) else {

@@ -117,7 +117,7 @@ impl CmHandler for Ctx {
                     st.params.map(|p| p.page_size).unwrap_or(0),
                     st.params.map(|p| p.max_inline).unwrap_or(0)
                 );
-                conn.pump(&mut st);
+                conn.pump(&mut st, Runs::Handler);
             }
             CmEvent::Rejected(status, private) => {
                 // The connect request is answered (see `ConnState::in_connect`).

@@ -46,6 +46,8 @@ impl Conn {
                     in_line: false,
                     sinks: KVec::new(),
                     unkey: KVec::new(),
+                    checks: KVec::new(),
+                    work_wanted: false,
                     tagged: KVec::new(),
                     early: KVec::new(),
                     draining: false,
@@ -123,6 +125,9 @@ impl Conn {
         st.owed.reserve(slots, GFP_KERNEL)?;
         st.sinks.reserve(slots, GFP_KERNEL)?;
         st.unkey.reserve(slots, GFP_KERNEL)?;
+        // A sink's check is queued once its keys are dead, and the next sink is served
+        // only after the queued checks (by the same work item): twice the depth is room.
+        st.checks.reserve(2 * slots, GFP_KERNEL)?;
         st.tagged.reserve(slots, GFP_KERNEL)?;
         st.early.reserve(slots, GFP_KERNEL)?;
         // The slots refer to the connection: teardown breaks the cycle, and finds them here
@@ -393,6 +398,8 @@ impl Conn {
         }
         Self::drop_slots(&mut st);
         st.owed.clear();
+        // Their keys are dead: the buffers are freed, unchecked (the peer is gone).
+        st.checks.clear();
         // Everything in flight has completed or flushed: MRs whose keys may still be valid
         // are destroyed, never reused; transfers waiting on the peer fail.
         let res = self.iface.res.clone();

@@ -396,6 +396,12 @@ struct ConnState {
     /// PUTs whose PUT_DONE arrived, waiting for a send slot or room to post the LOCAL_INVs
     /// of their registrations (with the rkey the peer invalidated).
     unkey: KVec<(Sink, Option<u32>)>,
+    /// PUTs served whose keys are dead, their data to check on the connection's work item
+    /// ([`Conn::run_checks`]), never in a completion handler.
+    checks: KVec<(Region, SinkCheck)>,
+    /// A completion handler left work for the connection's work item (a request to serve,
+    /// MRs to allocate): [`Conn::handled`] queues it once the handler is done.
+    work_wanted: bool,
     /// Chains in flight whose completion finishes a transfer step.
     tagged: KVec<Tagged>,
     /// Messages received on a connection this side made before it heard that the
@@ -424,6 +430,19 @@ struct ConnState {
     /// finds data behind the MPA reply (`EPROTO`, a connect error with `-EINVAL`). The
     /// connecting side opens with a NOOP ([`Conn::open_iwarp`]).
     held: bool,
+}
+
+/// Where a step runs. A completion handler runs on ib_core's completion workqueue, shared
+/// with the node's other RDMA users: it only classifies, advances records and posts what
+/// is prepared. Serving a peer's request (a buffer to allocate, map, register, fill),
+/// checking a PUT's data, growing the MR pool and reporting outcomes are left to the
+/// connection's work item, on fastreg's own workqueue.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Runs {
+    /// A completion or rdma_cm handler.
+    Handler,
+    /// The connection's work item, a submission, the tick.
+    Worker,
 }
 
 /// What a posted chain sends.

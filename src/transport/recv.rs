@@ -8,7 +8,13 @@ use crate::control::Payload;
 impl Conn {
     /// Handles a received message of `len` bytes in `slot` (`inv`: the rkey the peer
     /// invalidated with it), and reposts the buffer.
-    fn receive(self: &Arc<Self>, slot: &Arc<Completion<RxSlot>>, len: u32, inv: Option<u32>) {
+    fn receive(
+        self: &Arc<Self>,
+        slot: &Arc<Completion<RxSlot>>,
+        len: u32,
+        inv: Option<u32>,
+        runs: Runs,
+    ) {
         let mut st = self.st.lock();
         // A connection going down acts on nothing more (its transfers were failed).
         if matches!(st.state, State::Closing | State::Closed) {
@@ -258,7 +264,7 @@ impl Conn {
                 }
             }
         }
-        self.drive(&mut st);
+        self.drive(&mut st, runs);
     }
 
     /// The peer broke the protocol: logs why and fails the connection (only this one).
@@ -275,10 +281,17 @@ impl Conn {
         self.on(st, Event::Error, why);
     }
 
-    /// Whether one more request of the peer fits within the queue depth it agreed to.
+    /// Whether one more request of the peer fits within the queue depth it agreed to. A
+    /// PUT whose data waits for its check is still in flight for the peer, which waits for
+    /// the verdict.
     pub(super) fn owed_room(st: &ConnState) -> bool {
         let depth = st.params.map_or(0, |p| usize::from(p.queue_depth));
-        st.owed.len() + st.sinks.len() < depth
+        let checking = st
+            .checks
+            .iter()
+            .filter(|c| c.1.check != Check::None)
+            .count();
+        st.owed.len() + st.sinks.len() + checking < depth
     }
 
     /// A request of the peer (ping, PUT, GET) to answer. The peer has at most
@@ -317,7 +330,7 @@ impl Conn {
                 st.early.remove(0)
             };
             if let Ok((slot, len, inv)) = next {
-                self.receive(&slot, len, inv);
+                self.receive(&slot, len, inv, Runs::Worker);
             }
         }
     }
@@ -328,7 +341,7 @@ impl Handler for RxSlot {
         let conn = this.value().conn.clone();
         if !wc.ok() {
             conn.wr_failed(&mut conn.st.lock(), wc, "receive failed");
-            conn.deliver();
+            conn.handled();
             return;
         }
         {
@@ -341,7 +354,7 @@ impl Handler for RxSlot {
                 return;
             }
         }
-        conn.receive(&this, wc.byte_len(), wc.invalidated_rkey());
-        conn.deliver();
+        conn.receive(&this, wc.byte_len(), wc.invalidated_rkey(), Runs::Handler);
+        conn.handled();
     }
 }

@@ -156,7 +156,7 @@ impl Conn {
 
     /// Sends what is owed to the peer (answers, requests to serve) as credits and send
     /// slots allow, then a NOOP if credits are owed and nothing went.
-    pub(super) fn pump(&self, st: &mut ConnState) {
+    pub(super) fn pump(&self, st: &mut ConnState, runs: Runs) {
         // Sinks whose data is in go first: their keys must die before anything else.
         while let Some((sink, _)) = st.unkey.first() {
             if !self.local_room(st, sink.regs.len()) {
@@ -176,6 +176,12 @@ impl Conn {
             && !st.tx_free.is_empty()
             && self.sq_room(st)
         {
+            // Serving allocates, maps and registers a buffer: the work item does it (and
+            // what is owed after it waits, in order).
+            if runs == Runs::Handler && st.owed.first().is_some_and(Owed::serves) {
+                st.work_wanted = true;
+                break;
+            }
             let Ok(o) = st.owed.remove(0) else { break };
             let r = match o {
                 Owed::Pong(cookie) => self.send_locked(
@@ -313,10 +319,11 @@ impl Conn {
             }
             Finishing::ServedPut(region, inv, how, _charge) => {
                 settle(inv);
-                if ok && self.check_sink(st, &region, how).is_err() {
+                if !ok {
+                    self.iface.recycle(region);
+                } else if self.check_later(st, region, how).is_err() {
                     self.on(st, Event::Error, "out of memory");
                 }
-                self.iface.recycle(region);
             }
             Finishing::Mine(cookie, inv) => {
                 settle(inv);
@@ -342,13 +349,23 @@ impl Handler for TxSlot {
         if !wc.ok() {
             conn.wr_failed(&mut st, wc, "send failed");
             drop(st);
-            conn.deliver();
+            conn.handled();
             return;
         }
         // Room for every slot was reserved at setup.
         let _ = st.tx_free.push((this, chain), GFP_NOWAIT);
-        conn.drive(&mut st);
+        conn.drive(&mut st, Runs::Handler);
         drop(st);
-        conn.deliver();
+        conn.handled();
+    }
+}
+
+impl Owed {
+    /// Whether answering it means serving a transfer (a buffer to allocate and fill).
+    fn serves(&self) -> bool {
+        matches!(
+            self,
+            Owed::Put { .. } | Owed::Get { .. } | Owed::GetInline { .. }
+        )
     }
 }

@@ -262,9 +262,9 @@ impl Conn {
                 &mut pending,
             )
             .map_err(|_| "out of memory")?;
-            let r = self.check_sink(st, &sink.region, sink.how);
-            self.iface.recycle(sink.region);
-            return r.map_err(|_| "out of memory");
+            return self
+                .check_later(st, sink.region, sink.how)
+                .map_err(|_| "out of memory");
         }
         st.tagged
             .reserve(1, GFP_NOWAIT)
@@ -293,20 +293,55 @@ impl Conn {
         }
     }
 
-    /// Checks the data of a PUT this side received (its registrations are dead) and owes
-    /// the source the verdict if it asked for a check.
-    pub(super) fn check_sink(&self, st: &mut ConnState, region: &Region, how: SinkCheck) -> Result {
-        st.stats.served += 1;
-        self.iface.count_moved(true, region.buffer().len() as u64);
-        self.iface.corrupt_hook(region)?;
-        let status = match region::verify(region, how.seed, how.check) {
-            Ok(found) => self.put_verdict(st, found),
-            Err(e) => e.to_errno(),
-        };
-        if how.check != Check::None {
-            st.owed.push(Owed::Result(how.cookie, status), GFP_KERNEL)?;
-        }
+    /// Queues the check of a PUT's data this side received (its registrations are dead)
+    /// for the connection's work item ([`Conn::run_checks`]).
+    pub(super) fn check_later(&self, st: &mut ConnState, region: Region, how: SinkCheck) -> Result {
+        // Within the room reserved at setup (see `ConnState::checks`).
+        st.checks.push((region, how), GFP_NOWAIT)?;
+        st.work_wanted = true;
         Ok(())
+    }
+
+    /// Checks the data of the PUTs served whose keys are dead, one at a time with the
+    /// connection's lock released, and owes each source the verdict if it asked for a
+    /// check. On the connection's work item.
+    // Its frame (a region, a verdict) is not on the stack of the deliveries that follow.
+    #[inline(never)]
+    pub(super) fn run_checks(self: &Arc<Self>) {
+        loop {
+            let (region, how) = {
+                let mut st = self.st.lock();
+                if st.checks.is_empty() || matches!(st.state, State::Closing | State::Closed) {
+                    return;
+                }
+                match st.checks.remove(0) {
+                    Ok(c) => c,
+                    Err(_) => return,
+                }
+            };
+            let verdict = self
+                .iface
+                .corrupt_hook(&region)
+                .and_then(|()| region::verify(&region, how.seed, how.check));
+            let len = region.buffer().len() as u64;
+            self.iface.recycle(region);
+            let mut st = self.st.lock();
+            st.stats.served += 1;
+            self.iface.count_moved(true, len);
+            let status = match verdict {
+                Ok(found) => self.put_verdict(&mut st, found),
+                Err(e) => e.to_errno(),
+            };
+            if how.check != Check::None
+                && st
+                    .owed
+                    .push(Owed::Result(how.cookie, status), GFP_KERNEL)
+                    .is_err()
+            {
+                self.on(&mut st, Event::Error, "out of memory");
+                return;
+            }
+        }
     }
 
     /// The verdict on a PUT's data, served here: 0, or `-EBADMSG` (counted and logged

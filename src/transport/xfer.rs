@@ -198,7 +198,7 @@ impl Conn {
         if let Err((e, x)) = pushed {
             return Err((e, x.region));
         }
-        self.drive(&mut st);
+        self.drive(&mut st, Runs::Worker);
         let finished = !st.finished.is_empty();
         drop(st);
         // Not reported from here: the client may be submitting from its own callback.
@@ -210,8 +210,8 @@ impl Conn {
 
     /// Moves every record as far as it can go now: the next chain of those in flight,
     /// then the queued ones in order; then answers and credits ([`Conn::pump`]).
-    pub(super) fn drive(self: &Arc<Self>, st: &mut ConnState) {
-        self.pump(st);
+    pub(super) fn drive(self: &Arc<Self>, st: &mut ConnState, runs: Runs) {
+        self.pump(st, runs);
         // Steps of transfers in flight first: they free what new ones wait for.
         for i in 0..st.xfers.len() {
             if st.state != State::Established {
@@ -241,12 +241,12 @@ impl Conn {
             if st.xfers[i].t.state() != xfer_state::State::Queued {
                 continue;
             }
-            match self.start(st, i) {
+            match self.start(st, i, runs) {
                 Start::Went | Start::Skip => {}
                 Start::Wait => break,
             }
         }
-        self.pump(st);
+        self.pump(st, runs);
         self.reap(st);
     }
 
@@ -293,7 +293,7 @@ impl Conn {
     }
 
     /// Tries to start queued record `i`.
-    fn start(self: &Arc<Self>, st: &mut ConnState, i: usize) -> Start {
+    fn start(self: &Arc<Self>, st: &mut ConnState, i: usize, runs: Runs) -> Start {
         if let Some(t) = st.xfers[i].not_before {
             let left = t - Instant::<Monotonic>::now();
             if left > Delta::ZERO {
@@ -318,9 +318,9 @@ impl Conn {
         st.xfers[i].room_since = None;
         let kind = st.xfers[i].t.kind();
         if matches!(kind, Kind::Put | Kind::Get) {
-            match self.take_mrs(st, i) {
+            match self.take_mrs(st, i, runs) {
                 Ok(()) => {}
-                Err(e) if e == EAGAIN => return Start::Wait,
+                Err(e) if e == EAGAIN || e == crate::pool::GROW => return Start::Wait,
                 Err(e) => {
                     self.apply(st, i, XEvent::NotPosted(e.to_errno()));
                     return Start::Went;
@@ -359,7 +359,7 @@ impl Conn {
     /// Takes the MRs record `i` needs, all at once, first come first served among the
     /// connections waiting for the pool (and leaving what serving needs); `EAGAIN` when it
     /// must wait: the pool kicks this connection when MRs come back.
-    fn take_mrs(self: &Arc<Self>, st: &mut ConnState, i: usize) -> Result {
+    fn take_mrs(self: &Arc<Self>, st: &mut ConnState, i: usize, runs: Runs) -> Result {
         let x = &mut st.xfers[i];
         let Some(region) = x.region.as_ref() else {
             return Err(EINVAL);
@@ -373,7 +373,14 @@ impl Conn {
         }
         let res = &self.iface.res;
         let me: Arc<dyn crate::pool::Waiter> = self.clone();
-        let r = res.pool.try_get(n, res.pool.reserve(), &mut x.free, &me);
+        // A handler does not allocate MRs: the work item takes them ([`crate::pool::GROW`]).
+        let grow = runs == Runs::Worker;
+        let r = res
+            .pool
+            .try_get(n, res.pool.reserve(), &mut x.free, &me, grow);
+        if r.as_ref().is_err_and(|e| *e == crate::pool::GROW) {
+            st.work_wanted = true;
+        }
         x.waits_mrs = r.as_ref().is_err_and(|e| *e == EAGAIN);
         st.in_line |= st.xfers[i].waits_mrs;
         r
@@ -437,6 +444,19 @@ impl Conn {
         self.reap(&mut self.st.lock());
         while let Some((client, token, o)) = self.next_outcome() {
             client.done(&client, token, o);
+        }
+    }
+
+    /// The end of a completion handler: what it left (a request to serve, data to check,
+    /// MRs to allocate, outcomes to report) goes to the connection's work item.
+    pub(super) fn handled(self: &Arc<Self>) {
+        let wanted = {
+            let mut st = self.st.lock();
+            self.reap(&mut st);
+            core::mem::take(&mut st.work_wanted) || !st.finished.is_empty()
+        };
+        if wanted {
+            self.kick(None);
         }
     }
 
@@ -606,7 +626,7 @@ impl Conn {
             self.on(&mut st, Event::Error, "no credits returned");
             return;
         }
-        self.drive(&mut st);
+        self.drive(&mut st, Runs::Worker);
         self.open_iwarp(&mut st);
         if keepalive == 0 {
             return;
@@ -748,10 +768,12 @@ impl kernel::workqueue::WorkItem<1> for Conn {
 impl Conn {
     /// The work items' job: moves what can move, reports what finished.
     fn drive_and_deliver(self: &Arc<Self>) {
+        self.run_checks();
         let early = {
             let mut st = self.st.lock();
+            st.work_wanted = false;
             if st.state == State::Established {
-                self.drive(&mut st);
+                self.drive(&mut st, Runs::Worker);
             }
             st.draining
         };

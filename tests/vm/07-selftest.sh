@@ -34,7 +34,7 @@ within_connect_timeout() {
 
 # fd 3: the suite's own output, for diagnostics from inside a check.
 exec 3>&1
-ktap_begin 169
+ktap_begin 178
 
 check "load with max_payload=2M" load max_payload=$MAX timeout=10
 check "ping the node itself (default peer)" lst ping --count 20
@@ -289,6 +289,30 @@ check "unload" no_hang 240 unload
 check "the CLI says fastreg is not loaded" \
 	bash -c "'$LST' ping 2>&1 | grep -q 'fastreg is not loaded'"
 check "no RDMA resources left" no_fastreg_resources
+
+# Completion handlers only advance state: serving a peer's request (mapping its buffer,
+# filling a GET's data), checking a PUT's data, growing the MR pool and checking a GET's
+# data run on the connection's work item, never in a CQ's handler (on ib_core's shared
+# completion workqueue). Seen by kprobes with a stack trace on the helpers only that work
+# calls (tests/vm/lib.sh, heavy_seen), with every transfer registered (max_inline=0: inline
+# data travels in the messages, a bounded copy the handlers make) and a pool of 2 MRs that
+# must grow. Before the handlers left that work to the work item, every probe fired from
+# a handler (a served buffer mapped, a sink's data checked, the pool grown there).
+check "load with max_inline=0 pool_size=2" load max_inline=0 pool_size=2 timeout=60
+check "  interfaces on the pair" ctl iface add $RXE_DEV0 $VETH_ADDR0
+ctl iface add $RXE_DEV1 $VETH_ADDR1
+check "  kprobes on the helpers of heavy work" heavy_probes_on
+check "  brw write 64k and 1M, check full, concurrency 8" \
+	lst brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 64k,1M --check full \
+	--concurrency 8 --count 16
+check "    32 good transfers" clean_run 32
+check "  brw read 64k and 1M, check full, concurrency 8" \
+	lst brw read --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 64k,1M --check full \
+	--concurrency 8 --count 16
+check "    32 good transfers" clean_run 32
+check "  no buffer mapped, data touched or MR allocated in a completion handler" heavy_seen
+heavy_probes_off
+check "unload" unload
 
 # Concurrency 64 on a pool of 4 MRs (transfers wait for MRs; serving keeps its half).
 # Two transfers run at a time, so each waits for the MRs of about 31 others, and the wait

@@ -70,7 +70,7 @@ clean_unload() {
 }
 
 DEPTHS=(1 254 255 256)
-ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 14 + 4 + 9 + 6 + 8 + 6 + 1))
+ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 17 + 4 + 9 + 6 + 8 + 6 + 1))
 
 check "veth pair with two rxe devices" veth_up
 
@@ -160,6 +160,12 @@ check "  an RDMA WRITE to the late GET's rkey is refused: its key died with the 
 	ctl fault $B $A stale_get
 check "  the same write refused by the device midway: the buffer comes back after the drain" \
 	stale_write_unposted
+# The hostile peers below are closed at once whatever the timeout: a longer one, so that
+# no point depends on the machine's speed (a 2 MiB checked GET under load once took longer
+# than 2 s and timed out before its bogus invalidation was seen).
+check "  rmmod, nothing left" clean_unload
+check "timeout=30: load" load timeout=30 max_payload=2097152 max_inline=0
+check "  interfaces on the pair" pair
 check "  a source sending GET_DONE twice: the connection is closed" \
 	violation dup_done $B 1 "second answer for a transfer|answer for an unknown transfer" read --size 4096
 check "  a sink advertising one byte less: the source closes the connection" \

@@ -261,6 +261,68 @@ ff_disarm() {
 	[ -z "${2:-}" ] || fired "$FF/times" "$2" || { echo "$1 never failed"; return 1; }
 }
 
+# Heavy work, seen from the verbs helpers only it calls: a buffer mapped
+# (fastreg_ib_dma_map_sg), an MR allocated (fastreg_ib_alloc_mr), a registered buffer's data
+# read or written by the CPU (fastreg_ib_dma_sync_sg_for_cpu). heavy_probes_on puts a kprobe
+# with a stack trace on each; heavy_seen reads the trace: every probe fired (NAME=N hits),
+# and none from a CQ's completion handler (ib_core's poll work or softirq on the stack);
+# heavy_probes_off removes them.
+TRACING=/sys/kernel/tracing
+HEAVY="map_sg:fastreg_ib_dma_map_sg alloc_mr:fastreg_ib_alloc_mr cpu:fastreg_ib_dma_sync_sg_for_cpu"
+heavy_probes_on() {
+	local p
+	echo 0 >$TRACING/tracing_on && echo >$TRACING/trace && echo 16384 >$TRACING/buffer_size_kb ||
+		return 1
+	for p in $HEAVY; do
+		echo "p:fastreg_heavy/${p%%:*} ${p#*:}" >>$TRACING/kprobe_events &&
+			echo stacktrace >$TRACING/events/fastreg_heavy/${p%%:*}/trigger || return 1
+	done
+	echo 1 >$TRACING/events/fastreg_heavy/enable && echo 1 >$TRACING/tracing_on
+}
+heavy_probes_off() {
+	local p
+	echo 0 >$TRACING/events/fastreg_heavy/enable
+	for p in $HEAVY; do
+		echo '!stacktrace' >$TRACING/events/fastreg_heavy/${p%%:*}/trigger
+		echo "-:fastreg_heavy/${p%%:*}" >>$TRACING/kprobe_events
+	done
+}
+heavy_seen() {
+	python3 - "$TRACING/trace" "$HEAVY" >/tmp/heavy_seen <<'PY'
+import re, sys
+names = [p.split(':')[0] for p in sys.argv[2].split()]
+hits = dict.fromkeys(names, 0)
+bad, ev, stack, lost = [], None, [], 0
+def end():
+    if ev and any(re.search(r'ib_cq_poll_work|__ib_process_cq|ib_poll_handler|irq_poll', f) for f in stack):
+        bad.append((ev, stack[:12]))
+for line in open(sys.argv[1], errors='replace'):
+    if line.startswith('#'):
+        m = re.search(r'entries-in-buffer/entries-written: (\d+)/(\d+)', line)
+        lost = int(m.group(2)) - int(m.group(1)) if m else lost
+        continue
+    if line.startswith(' => '):
+        stack.append(line[4:].strip())
+        continue
+    m = re.search(r': (%s): \(' % '|'.join(names), line)
+    if m:
+        end()
+        ev, stack = m.group(1), []
+        hits[ev] += 1
+end()
+print('# heavy work seen: ' + ' '.join('%s=%d' % kv for kv in hits.items()) +
+      ', %d from a completion handler, %d trace entries lost' % (len(bad), lost))
+for ev, st in bad[:3]:
+    print('# %s in a completion handler: %s' % (ev, ' < '.join(st)))
+sys.exit(0 if all(hits.values()) and not bad and lost == 0 else 1)
+PY
+	local rc=$?
+	# The figures, as a diagnostic of the suite (fd 3, when it has one), and the check's.
+	{ head -n1 /tmp/heavy_seen >&3; } 2>/dev/null
+	cat /tmp/heavy_seen
+	return $rc
+}
+
 # skip NAME WHY: a test point that cannot be made here, said so (KTAP SKIP: neither passed
 # nor failed in the counts).
 skip() {
