@@ -8,7 +8,8 @@
  * on a new rdma_cm id with a QP. It prints one line per outcome and a summary:
  *
  *   forge --src IP[:PORT] --dst IP:PORT [--count N] [--stamp N] [--dst-stamp N]
- *         [--malformed] [--quiet] [--control | --puts N [--size N] [--hold S]]
+ *         [--malformed] [--quiet]
+ *         [--control | --puts N [--size N] [--hold S [--release FILE]]]
  *
  *   established                 the node accepted (then this side disconnects)
  *   rejected reason=R           the node rejected, with fastreg's reason R (0: none given)
@@ -32,11 +33,11 @@
  * The requests themselves (and their proofs of the key) are built by the caller
  * (tests/peer/console.py).
  *
- * --puts N [--size BYTES] [--hold S]: once established, N PUT requests (at most 8, the
- * queue depth) of BYTES (1 MiB by default) that this side never completes: the node holds
- * a sink for each it acknowledges. Prints "puts acks=A naks=N status=S" (the last PUT_NAK's
- * status), then keeps the connection S seconds and prints "held", or "closed" when the
- * node closed it first.
+ * --puts N [--size BYTES] [--hold S [--release FILE]]: once established, N PUT requests
+ * (at most 8, the queue depth) of BYTES (1 MiB by default) that this side never completes:
+ * the node holds a sink for each it acknowledges. Prints "puts acks=A naks=N status=S" (the
+ * last PUT_NAK's status), then keeps the connection S seconds (or until FILE exists) and
+ * prints "held", or "closed" when the node closed it first.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -46,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <unistd.h>
 #include <rdma/rdma_cma.h>
 #include <infiniband/verbs.h>
 
@@ -81,6 +83,7 @@ static uint64_t get64(const uint8_t *b, int off)
 }
 
 static int control, n_puts, hold;
+static const char *release;
 static uint64_t put_size = 1 << 20;
 
 /* Connection parameters a default fastreg interface would send (wire.rst). */
@@ -333,8 +336,11 @@ static void puts_run(struct chan *cp, struct rdma_event_channel *ch, uint64_t my
 	}
 	printf("puts acks=%d naks=%d status=%d\n", acks, naks, status);
 	fflush(stdout);
-	for (int t = 0; t < hold * 10 && len >= 0; t++)
+	for (int t = 0; t < hold * 10 && len >= 0; t++) {
+		if (release && access(release, F_OK) == 0)
+			break;
 		len = next_msg(&c, ch, 100, m) < 0 ? -1 : 0;
+	}
 	printf("%s\n", len < 0 ? "closed" : "held");
 	fflush(stdout);
 }
@@ -551,6 +557,8 @@ int main(int argc, char **argv)
 			put_size = strtoull(v, NULL, 0);
 		else if (!strcmp(a, "--hold"))
 			hold = strtoul(v, NULL, 0);
+		else if (!strcmp(a, "--release"))
+			release = v;
 		else
 			bad_args();
 	}
