@@ -32,10 +32,17 @@ struct page;
 struct workqueue_struct;
 
 /*
- * alloc_workqueue() is a macro (allocation profiling): an unbound queue named NAME
- * taking WQ_MAX_ACTIVE work items at once.
+ * alloc_workqueue() is a macro (allocation profiling): an unbound queue named NAME with
+ * FLAGS besides WQ_UNBOUND, taking MAX_ACTIVE work items at once.
  */
-struct workqueue_struct *fastreg_alloc_wq(const char *name);
+struct workqueue_struct *fastreg_alloc_wq(const char *name, unsigned int flags, int max_active);
+/*
+ * wait_var_event_timeout() is a macro: waits uninterruptibly, up to TIMEOUT jiffies, until
+ * *COUNT is 0; returns the jiffies left (at least 1) or 0 on timeout.
+ */
+long fastreg_wait_zero_timeout(unsigned int *count, unsigned long timeout);
+/* wake_up_var() after a full barrier: wakes fastreg_wait_zero_timeout() on COUNT. */
+void fastreg_wake_zero(unsigned int *count);
 
 /* ib_alloc_pd() is a macro that passes KBUILD_MODNAME. */
 struct ib_pd *fastreg_ib_alloc_pd(struct ib_device *device, unsigned int flags);

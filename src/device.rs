@@ -6,21 +6,10 @@ use kernel::{
     prelude::*,
     str::CString,
     sync::{
-        atomic::{
-            Acquire,
-            Atomic,
-            Relaxed,
-            Release, //
-        },
+        atomic::Atomic,
         new_mutex,
         Arc,
         Mutex, //
-    },
-    time::{
-        delay::fsleep,
-        Delta,
-        Instant,
-        Monotonic, //
     },
 };
 
@@ -58,8 +47,9 @@ pub(crate) struct DevRes {
     /// The high half of the incarnation stamp of every interface on the device (random):
     /// a peer whose stamp has it is an interface of this device, sharing its pool.
     pub(crate) stamp_base: u64,
-    /// Connects and connection teardowns left to the module's workqueue, not done yet.
-    background: Atomic<u32>,
+    /// Connects and connection teardowns left to the `fastreg_connect` workqueue or to the
+    /// device's answer to a connect, not done yet.
+    background: verbs::WaitCount,
 }
 
 impl DevRes {
@@ -92,7 +82,7 @@ impl DevRes {
             pool,
             removed: Atomic::new(false),
             stamp_base: verbs::incarnation() << 32,
-            background: Atomic::new(0),
+            background: verbs::WaitCount::new(),
         }
     }
 
@@ -111,49 +101,58 @@ impl DevRes {
         stamp & !0xffff_ffff == self.stamp_base
     }
 
-    /// Runs `f` on the module's workqueue, counted until it returns: the device's removal
-    /// waits for it ([`DevRes::wait_background`]). Returns whether it was queued (not
-    /// without a workqueue, while the module goes, or without memory).
+    /// Runs `f` on the `fastreg_connect` workqueue, counted until it returns: the device's
+    /// removal waits for it ([`DevRes::wait_background`]). Returns whether it was queued
+    /// (not without a workqueue, while the module goes, or without memory).
     pub(crate) fn spawn(self: &Arc<Self>, f: impl FnOnce() + Send + 'static) -> bool {
-        let Some(q) = verbs::module_wq() else {
+        self.background.inc();
+        let held = self.spawn_held(f);
+        if !held {
+            self.background.dec();
+        }
+        held
+    }
+
+    /// Counts work that will run later ([`DevRes::spawn_held`]), from now: the device's
+    /// removal waits for it. For a teardown that waits for the device's answer to a
+    /// connect: no worker waits meanwhile; the answer spawns it.
+    pub(crate) fn hold(&self) {
+        self.background.inc();
+    }
+
+    /// [`DevRes::spawn`] for work counted by [`DevRes::hold`] already; the count ends when
+    /// `f` returns. When it cannot be queued the count stays: the caller runs `f` itself
+    /// and then calls [`DevRes::release`].
+    pub(crate) fn spawn_held(self: &Arc<Self>, f: impl FnOnce() + Send + 'static) -> bool {
+        let Some(q) = verbs::queue(verbs::Wq::Connect) else {
             return false;
         };
-        self.background.add(1, Relaxed);
         let res = self.clone();
         let counted = move || {
             f();
-            res.background.fetch_sub(1, Release);
+            res.release();
         };
-        if q.try_spawn(GFP_KERNEL, counted).is_err() {
-            self.background.fetch_sub(1, Release);
-            return false;
-        }
-        true
+        q.try_spawn(GFP_KERNEL, counted).is_ok()
+    }
+
+    /// Ends the count of one [`DevRes::hold`].
+    pub(crate) fn release(&self) {
+        self.background.dec();
     }
 
     /// Waits until the connects and teardowns left to the workqueue are done (a connect
     /// still in the device holds them: on siw, about two minutes for an unanswered SYN),
-    /// saying so every 10 s. Sleeps in short steps, uninterruptibly, without looking like
-    /// a hung task.
+    /// saying so every 10 s. Sleeps until the last one ends (no polling).
     pub(crate) fn wait_background(&self) {
-        let start = Instant::<Monotonic>::now();
-        let mut said = 0;
-        loop {
-            let n = self.background.load(Acquire);
-            if n == 0 {
-                return;
-            }
-            let secs = start.elapsed().as_millis() / 1000;
-            if secs >= said + 10 {
-                said = secs;
-                pr_info!(
-                    "{}: waiting for {} connection(s) still connecting in the device ({} s)\n",
-                    self.name(),
-                    n,
-                    secs
-                );
-            }
-            fsleep(Delta::from_millis(20));
+        let mut secs = 0;
+        while !self.background.wait_zero(10_000) {
+            secs += 10;
+            pr_info!(
+                "{}: waiting for {} connection(s) still connecting in the device ({} s)\n",
+                self.name(),
+                self.background.get(),
+                secs
+            );
         }
     }
 }

@@ -159,8 +159,9 @@ struct FastregModule {
     // The completion fault attribute outlives every work request (it is asked when they are
     // posted, not when they complete).
     _fail_wr: verbs::FailWr,
-    // Last: operations still queued (their interfaces gone, they fail at once) drain here.
-    _wq: verbs::Workqueue,
+    // Last: operations still queued (their interfaces gone, they fail at once) drain here
+    // (in the order of `Workqueue::all`).
+    _wq: KVec<verbs::Workqueue>,
 }
 
 impl kernel::Module for FastregModule {
@@ -168,7 +169,7 @@ impl kernel::Module for FastregModule {
         let params = load_params()?;
         pr_info!("loaded: {}\n", show::Show(params.listing(" ")));
         lst::set_limits(&params);
-        let wq = verbs::Workqueue::new()?;
+        let wq = verbs::Workqueue::all()?;
         let fail_wr = verbs::FailWr::new();
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
         let console = console::Console::new(params.timeout.saturating_mul(1000))?;

@@ -56,7 +56,7 @@ impl CmHandler for Ctx {
             }
             CmEvent::Established(private) => {
                 // The connect request is answered (see `ConnState::in_connect`).
-                st.in_connect = false;
+                conn.connect_answered(&mut st);
                 if conn.active {
                     let granted = match ConnParams::decode(private) {
                         Ok(g) if negotiate::check_accept(&st.asked, &g) => g,
@@ -121,7 +121,7 @@ impl CmHandler for Ctx {
             }
             CmEvent::Rejected(status, private) => {
                 // The connect request is answered (see `ConnState::in_connect`).
-                st.in_connect = false;
+                conn.connect_answered(&mut st);
                 match ConnParams::decode(private) {
                     Ok(limits) => {
                         // The listener's word on its incarnation ([`super::dial`]).
@@ -164,7 +164,7 @@ impl CmHandler for Ctx {
             }
             CmEvent::Failed(event, status) => {
                 // The connect request is answered (see `ConnState::in_connect`).
-                st.in_connect = false;
+                conn.connect_answered(&mut st);
                 pr_err!(
                     "{} -> {}: {} (status {})\n",
                     conn.iface.addr,
@@ -283,9 +283,11 @@ impl CmHandler for Ctx {
                     st.same_pool = iface.res.has_stamp(granted.stamp);
                     conn.on(&mut st, Event::Accepted, "");
                 }
-                // The interface's lock is held from the check that it is open until the
-                // connection is in its list: a shutdown either comes first (and the request
-                // is refused) or finds the connection and tears it down.
+                // Counted in `accepting` from the check that the interface is open until the
+                // connection is in its list, with the lock released meanwhile (creating the
+                // QP and its buffers, and `rdma_accept`, go without it): a shutdown either
+                // comes first (and the request is refused) or waits for the count and then
+                // finds the connection and tears it down.
                 let mut ist = iface.st.lock();
                 if ist.closed {
                     return Err(ENODEV);
@@ -306,7 +308,7 @@ impl CmHandler for Ctx {
                     let _ = req.reject(&iface.outgoing(&me.params(0, Reason::Race as u8)));
                     return Err(EINVAL);
                 }
-                let accepted = iface.accepted(&ist);
+                let accepted = iface.accepted(&ist) + ist.accepting;
                 if accepted >= iface.max_conns {
                     drop(ist);
                     iface.rejects_sent.count(Reason::NoResources);
@@ -320,9 +322,12 @@ impl CmHandler for Ctx {
                     let _ = req.reject(&iface.outgoing(&me.params(0, Reason::NoResources as u8)));
                     return Err(EBUSY);
                 }
-                // The push below must not fail once the id is accepted: returning an error
-                // then would make rdma_cm destroy an id the endpoint owns.
-                ist.conns.reserve(1, GFP_KERNEL)?;
+                // The push below should not fail once the id is accepted: returning an
+                // error then would make rdma_cm destroy an id the endpoint owns.
+                let room = ist.accepting + 1;
+                ist.conns.reserve(room, GFP_KERNEL)?;
+                ist.accepting += 1;
+                drop(ist);
                 let private = iface.outgoing(&granted);
                 let setup_conn = conn.clone();
                 let qd = granted.queue_depth;
@@ -342,15 +347,31 @@ impl CmHandler for Ctx {
                         setup_conn.setup(&mut st, ep, qd)
                     },
                 );
-                match accepted {
+                let mut ist = iface.st.lock();
+                ist.accepting -= 1;
+                let r = match accepted {
                     Ok(ep) => {
                         // The connection holds the endpoint; a reference kept here would
                         // make a teardown meanwhile drop the last one in this handler.
                         drop(ep);
-                        // Within the capacity reserved above.
-                        let _ = ist.conns.push(conn.clone(), GFP_NOWAIT);
-                        drop(ist);
-                        iface.close_stale(&conn, granted.dst_stamp);
+                        // Within the capacity reserved above, unless connections this
+                        // side opened took it meanwhile.
+                        if ist.conns.push(conn.clone(), GFP_KERNEL).is_ok() {
+                            drop(ist);
+                            iface.close_stale(&conn, granted.dst_stamp);
+                        } else {
+                            drop(ist);
+                            // Nobody would find it: torn down off this handler (which
+                            // holds the new id's handler lock that its destruction takes).
+                            let c = conn.clone();
+                            if !iface.res.spawn(move || c.teardown("out of memory")) {
+                                pr_err!(
+                                    "{} <- {}: cannot list or tear down an accepted connection: leaking it\n",
+                                    iface.addr,
+                                    peer
+                                );
+                            }
+                        }
                         Ok(())
                     }
                     Err(e) => {
@@ -364,7 +385,9 @@ impl CmHandler for Ctx {
                         drop(ep);
                         Err(e)
                     }
-                }
+                };
+                iface.accept_over.notify_all();
+                r
             }
         }
     }

@@ -97,7 +97,9 @@ impl Iface {
 
     /// Runs the dial work soon (or after `delay`).
     pub(super) fn kick_dials(self: &Arc<Self>, delay: Option<kernel::time::Jiffies>) {
-        let Some(wq) = verbs::module_wq() else { return };
+        let Some(wq) = verbs::queue(verbs::Wq::Conn) else {
+            return;
+        };
         // Already queued: it will see what this wanted it to see.
         match delay {
             None => {

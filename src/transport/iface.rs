@@ -86,7 +86,9 @@ impl Iface {
                     closed: false,
                     dials: KVec::new(),
                     pending: KVec::new(),
+                    accepting: 0,
                 }, "fastreg::Iface::st"),
+                accept_over <- new_condvar!("fastreg::Iface::accept_over"),
                 born: Instant::now(),
                 dialer <- new_mutex!((), "fastreg::Iface::dialer"),
                 dial_work <- kernel::new_work!("fastreg::Iface::dial_work"),
@@ -145,19 +147,23 @@ impl Iface {
 
     /// Closes every connection and the listener; the interface is unusable afterwards.
     pub(crate) fn shutdown(&self) {
-        let (listener, conns, pending) = {
+        let (listener, pending) = {
             let mut st = self.st.lock();
             st.closed = true;
             st.dials.clear();
-            (
-                st.listener.take(),
-                core::mem::take(&mut st.conns),
-                core::mem::take(&mut st.pending),
-            )
+            (st.listener.take(), core::mem::take(&mut st.pending))
         };
         self.stop_dials(pending);
         // The listener first: no new connection while the others go.
         drop(listener);
+        // Requests accepted before `closed` was set put their connections in the list.
+        let conns = {
+            let mut st = self.st.lock();
+            while st.accepting > 0 {
+                self.accept_over.wait(&mut st);
+            }
+            core::mem::take(&mut st.conns)
+        };
         for c in conns.into_iter() {
             c.teardown_soon("interface removed");
         }

@@ -54,6 +54,7 @@ impl Conn {
                     stats: Stats::default(),
                     same_pool: false,
                     in_connect: false,
+                    after_connect: None,
                     held: false,
                 }, "fastreg::Conn::st"),
                 cv <- new_condvar!("fastreg::Conn::cv"),
@@ -262,27 +263,79 @@ impl Conn {
         self.on(&mut st, Event::Error, reason);
     }
 
-    /// [`Conn::teardown`], now; or on the module's workqueue while its connect request is
-    /// out ([`ConnState::in_connect`]; on siw for minutes), so that the caller is not held.
-    /// The device's removal waits for it (`DevRes::wait_background`).
+    /// [`Conn::teardown`], now; or, while its connect request is out
+    /// ([`ConnState::in_connect`]; on siw for minutes), once the device answers it: the
+    /// answer queues the connection's work item, which tears it down
+    /// ([`Conn::owed_teardown`]). No thread waits meanwhile; the device's removal waits
+    /// for it (`DevRes::hold`).
     pub(super) fn teardown_soon(self: Arc<Self>, reason: &'static str) {
         // Closed in the same lock section as the check: once closing, no connect starts.
-        let pending = {
+        let owed = {
             let mut st = self.st.lock();
             self.on(&mut st, Event::Close, reason);
+            if st.in_connect && st.after_connect.is_none() {
+                st.after_connect = Some((reason, Instant::now()));
+                self.iface.res.hold();
+                pr_info!(
+                    "{} {} {}: the device is still connecting: torn down when it answers\n",
+                    self.iface.addr,
+                    self.dir(),
+                    self.peer
+                );
+                // The bound on the wait: a timer, not a thread.
+                self.kick(Some(msecs_to_jiffies(OUT_OF_CONNECT_SECS as u32 * 1000)));
+            }
             st.in_connect
         };
-        let conn = self.clone();
-        if pending && self.iface.res.spawn(move || conn.teardown(reason)) {
-            pr_info!(
-                "{} {} {}: the device is still connecting: torn down in the background\n",
-                self.iface.addr,
-                self.dir(),
-                self.peer
-            );
-            return;
+        if !owed {
+            self.teardown(reason);
         }
+    }
+
+    /// The connect request is answered (or was never sent): a teardown owed meanwhile
+    /// runs now, on the connection's work item (not in the caller, which may be the
+    /// connection's CM handler).
+    pub(super) fn connect_answered(self: &Arc<Self>, st: &mut ConnState) {
+        st.in_connect = false;
+        if st.after_connect.is_some() {
+            self.kick(None);
+        }
+    }
+
+    /// The connection's work item's first step: runs a teardown owed since the connect
+    /// ([`Conn::teardown_soon`]) once the device answered, or once it has not answered
+    /// for [`OUT_OF_CONNECT_SECS`] (a device that never answers is left to iwcm's own
+    /// wait: after TCP's SYN timeout, about 127 s, siw has given up on any connect it
+    /// started). Returns whether one is owed (then nothing else is to do).
+    pub(super) fn owed_teardown(self: &Arc<Self>) -> bool {
+        let reason = {
+            let mut st = self.st.lock();
+            let Some((reason, since)) = st.after_connect else {
+                return false;
+            };
+            if st.in_connect {
+                let limit = OUT_OF_CONNECT_SECS * 1000;
+                let waited = since.elapsed().as_millis();
+                if waited < limit {
+                    // Early (a busy peer's retry was timed): the timer for the rest.
+                    self.kick(Some(msecs_to_jiffies((limit - waited) as u32)));
+                    return true;
+                }
+                pr_warn!(
+                    "{} {} {}: no answer to the connect after {} s: tearing down anyway\n",
+                    self.iface.addr,
+                    self.dir(),
+                    self.peer,
+                    OUT_OF_CONNECT_SECS
+                );
+                st.in_connect = false;
+            }
+            st.after_connect = None;
+            reason
+        };
         self.teardown(reason);
+        self.iface.res.release();
+        true
     }
 
     /// Sends the connect request (see the [`CmEvent::RouteResolved`] handler), on the
@@ -310,7 +363,7 @@ impl Conn {
         // On iWARP a request that went out is over with its answer (an established,
         // rejected or failed event), which may have come already.
         if !(go && r.is_ok() && iwarp) {
-            st.in_connect = false;
+            self.connect_answered(&mut st);
         }
         if let Err(e) = r {
             st.connect_err = Some(e.to_errno());
@@ -347,43 +400,21 @@ impl Conn {
         ep.device().is_some_and(|d| d.is_iwarp())
     }
 
-    /// Waits, with the lock released meanwhile, until `in_connect` clears:
-    /// `rdma_disconnect` must not run beside `rdma_connect` (on iWARP, rdma_cm frees the
-    /// `iw_cm_id` of a failed connect without a lock that `rdma_disconnect` takes), and on
-    /// iWARP both it and `rdma_destroy_id` would wait for the answer uninterruptibly.
-    pub(super) fn out_of_connect<'a>(
-        &'a self,
-        mut st: MutexGuard<'a, ConnState>,
-    ) -> MutexGuard<'a, ConnState> {
-        let start = Instant::<Monotonic>::now();
-        while st.in_connect {
-            // Bounded: a device that never answers is left to iwcm's own wait (after TCP's
-            // SYN timeout, about 127 s, siw has given up on any connect it started).
-            if start.elapsed() >= Delta::from_secs(OUT_OF_CONNECT_SECS) {
-                pr_warn!(
-                    "{} {} {}: no answer to the connect after {} s: tearing down anyway\n",
-                    self.iface.addr,
-                    self.dir(),
-                    self.peer,
-                    OUT_OF_CONNECT_SECS
-                );
-                break;
-            }
-            drop(st);
-            // Short sleeps rather than a condition variable: uninterruptible, so that no
-            // signal cuts the wait short, without looking like a hung task.
-            kernel::time::delay::fsleep(Delta::from_millis(20));
-            st = self.st.lock();
-        }
-        st
-    }
-
     /// Disconnects, drains, and frees the endpoint and the buffers. Process context only.
     pub(super) fn teardown(self: &Arc<Self>, reason: &'static str) {
         let ep = {
             let mut st = self.st.lock();
             self.on(&mut st, Event::Close, reason);
-            let mut st = self.out_of_connect(st);
+            // Never beside a connect (see `ConnState::in_connect`): a teardown asked
+            // meanwhile waits for its answer ([`Conn::teardown_soon`]).
+            if st.in_connect {
+                pr_warn!(
+                    "{} {} {}: torn down while connecting\n",
+                    self.iface.addr,
+                    self.dir(),
+                    self.peer
+                );
+            }
             st.ep.take()
         };
         // Every posted work request completes (flushed) before `close` returns, unless the

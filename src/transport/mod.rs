@@ -82,7 +82,6 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
-        lock::mutex::MutexGuard,
         Arc,
         ArcBorrow,
         CondVar,
@@ -174,7 +173,7 @@ use crate::{
 
 /// Receive buffers and message slots beyond the queue depth (for NOOPs and replies).
 const EXTRA: u32 = credits::EXTRA;
-/// How long a teardown waits for the device to answer a connect ([`Conn::out_of_connect`]).
+/// How long a teardown waits for the device to answer a connect ([`Conn::teardown_soon`]).
 const OUT_OF_CONNECT_SECS: i64 = 150;
 /// rdma_cm resolution timeout.
 const RESOLVE_MS: u16 = 2000;
@@ -232,6 +231,9 @@ struct IfaceState {
     dials: KVec<dial::PeerDial>,
     /// Transfers waiting for their peer's connection.
     pending: KVec<dial::Pending>,
+    /// Connection requests being accepted, with this lock released (counted against
+    /// `max_conns`); a shutdown waits for them ([`Iface::accept_over`]).
+    accepting: usize,
 }
 
 /// Reasons a reject can name (their numbers index [`RejectCounts`]).
@@ -307,6 +309,9 @@ pub(crate) struct Iface {
     st: Mutex<IfaceState>,
     /// When it was created (the clock of its dials).
     born: Instant<Monotonic>,
+    /// Notified when a connection request's accept is over (`IfaceState::accepting`).
+    #[pin]
+    accept_over: CondVar,
     /// Held by the dial work while it runs ([`Iface::run_dials`]).
     #[pin]
     dialer: Mutex<()>,
@@ -420,9 +425,14 @@ struct ConnState {
     /// siw the first is a blocking TCP connect, for about two minutes when the SYN goes
     /// unanswered; the second lasts until the peer answers the MPA request or siw gives
     /// up. Meanwhile iwcm holds `IWCM_F_CONNECT_WAIT`, and both `rdma_disconnect` and
-    /// `rdma_destroy_id` wait for it, uninterruptibly: [`Conn::teardown`] waits for this
-    /// to clear first, in short sleeps.
+    /// `rdma_destroy_id` wait for it, uninterruptibly: a teardown meanwhile is owed
+    /// ([`ConnState::after_connect`]) until this clears ([`Conn::connect_answered`]).
     in_connect: bool,
+    /// A teardown asked while the connect request was out, with its reason and when it was
+    /// asked: run by the connection's work item once the device answers, or after
+    /// [`OUT_OF_CONNECT_SECS`] without an answer. The device's removal waits for it
+    /// (`DevRes::hold`).
+    after_connect: Option<(&'static str, Instant<Monotonic>)>,
     /// On iWARP, this side accepted the connection and has received nothing yet: it posts
     /// no message and no RDMA operation until the connecting side's first message has
     /// arrived. MPA has the initiator send first (RFC 5044, 7.1.2: a responder receives and

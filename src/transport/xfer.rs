@@ -74,7 +74,9 @@ enum Start {
 impl Conn {
     /// Runs the connection's work item soon (or after `delay` jiffies).
     pub(super) fn kick(self: &Arc<Self>, delay: Option<kernel::time::Jiffies>) {
-        let Some(wq) = verbs::module_wq() else { return };
+        let Some(wq) = verbs::queue(verbs::Wq::Conn) else {
+            return;
+        };
         // Already queued: it will see what this wanted it to see.
         match delay {
             None => {
@@ -760,14 +762,19 @@ impl kernel::workqueue::WorkItem<0> for Conn {
 impl kernel::workqueue::WorkItem<1> for Conn {
     type Pointer = Arc<Conn>;
 
+    /// The timer only queues the work item: everything runs there, one at a time, so a
+    /// teardown run by it can cancel the timer synchronously.
     fn run(this: Arc<Conn>) {
-        this.drive_and_deliver();
+        this.kick(None);
     }
 }
 
 impl Conn {
     /// The work items' job: moves what can move, reports what finished.
     fn drive_and_deliver(self: &Arc<Self>) {
+        if self.owed_teardown() {
+            return;
+        }
         self.run_checks();
         let early = {
             let mut st = self.st.lock();

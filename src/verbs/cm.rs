@@ -28,13 +28,7 @@ use kernel::{
         SetOnce, //
     },
     task::Task,
-    time::{
-        delay::fsleep,
-        Delta,
-        Instant,
-        Monotonic,
-        Msecs, //
-    },
+    time::Msecs,
 };
 
 use super::{
@@ -655,7 +649,8 @@ impl<T: CmHandler> Endpoint<T> {
         drop(orphans);
     }
 
-    /// After the drain: waits (up to 1 s) until every work request posted has completed.
+    /// After the drain: waits (up to 1 s, woken by their completions) until every work
+    /// request posted has completed.
     ///
     /// The drain's own requests can complete before earlier ones, and some never do: siw
     /// flushes a request posted in the error state at once, also while the close of its
@@ -667,22 +662,13 @@ impl<T: CmHandler> Endpoint<T> {
     /// is reported; the owner of the completions takes them back once the QP is
     /// destroyed ([`Endpoint::destroy`], [`super::Completion::reclaim_lost`]).
     fn wait_flushed(&self) {
-        const WAIT_MS: i64 = 1000;
-        let start = Instant::<Monotonic>::now();
-        loop {
-            let (sends, recvs) = self.sq.in_flight();
-            if sends == 0 && recvs == 0 {
-                return;
-            }
-            if start.elapsed().as_millis() >= WAIT_MS {
-                pr_warn!(
-                    "drained QP: {} send and {} receive work requests did not complete\n",
-                    sends,
-                    recvs
-                );
-                return;
-            }
-            fsleep(Delta::from_millis(1));
+        let (sends, recvs) = self.sq.wait_idle(1000);
+        if sends != 0 || recvs != 0 {
+            pr_warn!(
+                "drained QP: {} send and {} receive work requests did not complete\n",
+                sends,
+                recvs
+            );
         }
     }
 

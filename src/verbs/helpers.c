@@ -10,6 +10,7 @@
 #include <linux/inetdevice.h>
 #include <linux/netdevice.h>
 #include <linux/scatterlist.h>
+#include <linux/wait_bit.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
@@ -31,9 +32,21 @@ u32 fastreg_ib_inc_rkey(u32 rkey)
 	return ib_inc_rkey(rkey);
 }
 
-struct workqueue_struct *fastreg_alloc_wq(const char *name)
+struct workqueue_struct *fastreg_alloc_wq(const char *name, unsigned int flags, int max_active)
 {
-	return alloc_workqueue("%s", WQ_UNBOUND, WQ_MAX_ACTIVE, name);
+	return alloc_workqueue("%s", WQ_UNBOUND | flags, max_active, name);
+}
+
+long fastreg_wait_zero_timeout(unsigned int *count, unsigned long timeout)
+{
+	return wait_var_event_timeout(count, READ_ONCE(*count) == 0, timeout);
+}
+
+void fastreg_wake_zero(unsigned int *count)
+{
+	/* Orders the caller's store of 0 before the waiter's check (see wake_up_var()). */
+	smp_mb();
+	wake_up_var(count);
 }
 
 bool fastreg_ib_device_try_get(struct ib_device *device)

@@ -40,6 +40,7 @@ mod msgbuf;
 mod pd;
 mod qp;
 mod ticker;
+mod waitcount;
 mod wq;
 mod wr;
 
@@ -95,10 +96,13 @@ pub(crate) use ticker::{
     Tick,
     Ticker, //
 };
+pub(crate) use waitcount::WaitCount;
 pub(crate) use wq::{
     cancel_delayed_sync,
-    queue as module_wq,
-    Workqueue, //
+    module_wq,
+    queue,
+    Workqueue,
+    Wq, //
 };
 pub(crate) use wr::{
     Access,
@@ -127,12 +131,6 @@ pub(crate) fn total_ram() -> u64 {
     // `si_meminfo` only fills it.
     unsafe { kernel::bindings::si_meminfo(&mut si) };
     (si.totalram as u64).saturating_mul(u64::from(si.mem_unit))
-}
-
-/// The default unbound system workqueue (`system_dfl_wq`), for short periodic work.
-pub(crate) fn dfl_wq() -> &'static kernel::workqueue::Queue {
-    // SAFETY: `system_dfl_wq` is a C global workqueue, set up at boot and never freed.
-    unsafe { kernel::workqueue::Queue::from_raw(kernel::bindings::system_dfl_wq) }
 }
 
 /// Low-level helpers exposed to in-module KUnit tests.

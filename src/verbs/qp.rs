@@ -195,11 +195,25 @@ impl SendQueue {
     pub(super) fn recv_done(&self) {
         let mut st = self.state.lock();
         st.recvs = st.recvs.saturating_sub(1);
+        let last = st.recvs == 0;
+        drop(st);
+        if last {
+            // [`SendQueue::wait_idle`] may wait for it.
+            self.room.notify_all();
+        }
     }
 
-    /// Send work requests and receives posted and not completed: `(sends, receives)`.
-    pub(super) fn in_flight(&self) -> (u32, u32) {
-        let st = self.state.lock();
+    /// Waits up to `ms` milliseconds, woken by completions, until no send work request
+    /// or receive posted is still to complete; returns those that are: `(sends,
+    /// receives)`. A signal ends the wait early.
+    pub(super) fn wait_idle(&self, ms: Msecs) -> (u32, u32) {
+        let mut st = self.state.lock();
+        let mut left = msecs_to_jiffies(ms);
+        while (st.budget.used() != 0 || st.recvs != 0) && left > 0 {
+            if !crate::wait::step(&self.room, &mut st, &mut left) {
+                break;
+            }
+        }
         (st.budget.used(), st.recvs)
     }
 

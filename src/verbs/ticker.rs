@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A periodic work item on the system workqueue, stopped synchronously.
+//! A periodic work item on the module's main workqueue, stopped synchronously.
 //!
 //! `kernel::workqueue` queues and runs work but cannot cancel it; a module must not go
 //! while one of its work items may still run, so [`Ticker::stop`] cancels with
@@ -63,7 +63,10 @@ impl<T: Tick> WorkItem for Ticker<T> {
         if !this.stopped.load(Relaxed) {
             let period = this.period;
             // Already queued cannot happen: only `run` and `start` queue it, once each.
-            let _ = super::dfl_wq().enqueue_delayed(this, period);
+            // Without the queue (the module goes) the ticking ends.
+            if let Some(q) = super::module_wq() {
+                let _ = q.enqueue_delayed(this, period);
+            }
         }
     }
 }
@@ -81,7 +84,9 @@ impl<T: Tick> Ticker<T> {
             }),
             GFP_KERNEL,
         )?;
-        let _ = super::dfl_wq().enqueue_delayed(t.clone(), period);
+        let _ = super::module_wq()
+            .ok_or(ENODEV)?
+            .enqueue_delayed(t.clone(), period);
         Ok(t)
     }
 

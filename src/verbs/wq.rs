@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The module's own workqueue: work that may sleep for a whole transfer (the in-kernel
-//! API's operations and their callbacks) runs there, never on a system workqueue, so
-//! unloading can wait for all of it: dropping the queue drains and destroys it.
+//! The module's own workqueues, each named for what runs there, never a system workqueue,
+//! so that unloading can wait for all of it (dropping a queue drains and destroys it) and
+//! nothing of fastreg's holds a worker that other subsystems share (`ib_comp_wq`).
 
 use core::ptr::NonNull;
 
@@ -24,16 +24,57 @@ use kernel::{
 
 use super::ib;
 
-/// The queue of the loaded module, while a [`Workqueue`] owns it (null otherwise).
-static MODULE_WQ: Atomic<usize> = Atomic::new(0);
+/// Connects and teardowns that may wait on the device at once: siw connects its TCP
+/// socket in `rdma_connect`, blocking, for about two minutes when the SYN goes unanswered.
+/// More attempts than this wait their turn in the queue rather than take a worker each.
+const CONNECTS_AT_ONCE: i32 = 8;
+
+/// The module's workqueues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wq {
+    /// `fastreg`: the in-kernel API's operations and their callbacks, the console's
+    /// runs, the periodic tick. Work that may sleep for a whole transfer.
+    Main,
+    /// `fastreg_conn`: each connection's work item: starting transfers, serving a peer's
+    /// requests, filling and checking selftest data, reporting outcomes (everything a
+    /// completion handler hands on). Unbound, so a long data check holds no CPU's worker.
+    Conn,
+    /// `fastreg_connect`: connection requests sent and teardowns that wait for the device
+    /// to answer one, at most [`CONNECTS_AT_ONCE`] at a time.
+    Connect,
+}
+
+impl Wq {
+    const ALL: [Wq; 3] = [Wq::Main, Wq::Conn, Wq::Connect];
+
+    fn name(self) -> &'static CStr {
+        match self {
+            Wq::Main => c"fastreg",
+            Wq::Conn => c"fastreg_conn",
+            Wq::Connect => c"fastreg_connect",
+        }
+    }
+
+    fn max_active(self) -> i32 {
+        match self {
+            Wq::Connect => CONNECTS_AT_ONCE,
+            _ => bindings::wq_consts_WQ_MAX_ACTIVE as i32,
+        }
+    }
+}
+
+/// The queue of each [`Wq`], while a [`Workqueue`] owns it (null otherwise).
+static QUEUES: [Atomic<usize>; 3] = [const { Atomic::new(0) }; 3];
 
 /// An unbound workqueue owned by the module.
 ///
 /// # Invariants
 ///
-/// `wq` was returned by `alloc_workqueue` and is destroyed only in `drop`.
+/// `wq` was returned by `alloc_workqueue` and is destroyed only in `drop`; it is the queue
+/// published for `which` while this lives.
 pub(crate) struct Workqueue {
     wq: NonNull<bindings::workqueue_struct>,
+    which: Wq,
 }
 
 // SAFETY: A workqueue may be used and destroyed from any thread.
@@ -42,29 +83,39 @@ unsafe impl Send for Workqueue {}
 unsafe impl Sync for Workqueue {}
 
 impl Workqueue {
-    /// Allocates the module's workqueue; [`queue`] returns it until this is dropped.
-    pub(crate) fn new() -> Result<Self> {
+    /// Allocates the workqueue `which`; [`queue`] returns it until this is dropped.
+    pub(crate) fn new(which: Wq) -> Result<Self> {
         // SAFETY: The name is a NUL-terminated string with 'static lifetime.
-        let wq = unsafe { ib::fastreg_alloc_wq(c"fastreg".as_char_ptr()) };
+        let wq = unsafe { ib::fastreg_alloc_wq(which.name().as_char_ptr(), 0, which.max_active()) };
         let wq = NonNull::new(wq.cast::<bindings::workqueue_struct>()).ok_or(ENOMEM)?;
-        MODULE_WQ.store(wq.as_ptr() as usize, Relaxed);
-        // INVARIANT: just allocated.
-        Ok(Self { wq })
+        QUEUES[which as usize].store(wq.as_ptr() as usize, Relaxed);
+        // INVARIANT: just allocated, and published for `which`.
+        Ok(Self { wq, which })
+    }
+
+    /// The module's workqueues, in the order they are to be destroyed: a connection's work
+    /// may queue connects and teardowns, and both may queue the API's callbacks.
+    pub(crate) fn all() -> Result<KVec<Self>> {
+        let mut v = KVec::with_capacity(Wq::ALL.len(), GFP_KERNEL)?;
+        for which in [Wq::Conn, Wq::Connect, Wq::Main] {
+            v.push(Self::new(which)?, GFP_KERNEL)?;
+        }
+        Ok(v)
     }
 }
 
 impl Drop for Workqueue {
     fn drop(&mut self) {
-        MODULE_WQ.store(0, Relaxed);
+        QUEUES[self.which as usize].store(0, Relaxed);
         // SAFETY: Allocated by `new` (type invariant) and destroyed once, here. It waits
         // for every work item queued, including those queued by work on it meanwhile.
         unsafe { bindings::destroy_workqueue(self.wq.as_ptr()) };
     }
 }
 
-/// The module's workqueue, while the module is loaded (`None` while it unloads).
-pub(crate) fn queue() -> Option<&'static Queue> {
-    let p = MODULE_WQ.load(Relaxed) as *mut bindings::workqueue_struct;
+/// The workqueue `which`, while the module is loaded (`None` while it unloads).
+pub(crate) fn queue(which: Wq) -> Option<&'static Queue> {
+    let p = QUEUES[which as usize].load(Relaxed) as *mut bindings::workqueue_struct;
     if p.is_null() {
         return None;
     }
@@ -72,6 +123,11 @@ pub(crate) fn queue() -> Option<&'static Queue> {
     // struct owns and drops only after everything that queues work on it (the debugfs
     // files, the devices) is gone; work queued by its own items is drained in its drop.
     Some(unsafe { Queue::from_raw(p) })
+}
+
+/// The module's main workqueue ([`Wq::Main`]).
+pub(crate) fn module_wq() -> Option<&'static Queue> {
+    queue(Wq::Main)
 }
 
 /// Cancels the delayed work `ID` of `this`, waiting for it if it runs; a pending item's

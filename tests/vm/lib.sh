@@ -269,23 +269,70 @@ ff_disarm() {
 # heavy_probes_off removes them.
 TRACING=/sys/kernel/tracing
 HEAVY="map_sg:fastreg_ib_dma_map_sg alloc_mr:fastreg_ib_alloc_mr cpu:fastreg_ib_dma_sync_sg_for_cpu"
-heavy_probes_on() {
+# probes_on GROUP "NAME:FUNCTION ...": a kprobe with a stack trace on each FUNCTION, as
+# events GROUP/NAME, on a cleared trace; probes_off GROUP "NAME:FUNCTION ..." removes them.
+probes_on() {
 	local p
 	echo 0 >$TRACING/tracing_on && echo >$TRACING/trace && echo 16384 >$TRACING/buffer_size_kb ||
 		return 1
-	for p in $HEAVY; do
-		echo "p:fastreg_heavy/${p%%:*} ${p#*:}" >>$TRACING/kprobe_events &&
-			echo stacktrace >$TRACING/events/fastreg_heavy/${p%%:*}/trigger || return 1
+	for p in $2; do
+		echo "p:$1/${p%%:*} ${p#*:}" >>$TRACING/kprobe_events &&
+			echo stacktrace >$TRACING/events/$1/${p%%:*}/trigger || return 1
 	done
-	echo 1 >$TRACING/events/fastreg_heavy/enable && echo 1 >$TRACING/tracing_on
+	echo 1 >$TRACING/events/$1/enable && echo 1 >$TRACING/tracing_on
 }
-heavy_probes_off() {
+probes_off() {
 	local p
-	echo 0 >$TRACING/events/fastreg_heavy/enable
-	for p in $HEAVY; do
-		echo '!stacktrace' >$TRACING/events/fastreg_heavy/${p%%:*}/trigger
-		echo "-:fastreg_heavy/${p%%:*}" >>$TRACING/kprobe_events
+	echo 0 >$TRACING/events/$1/enable
+	for p in $2; do
+		echo '!stacktrace' >$TRACING/events/$1/${p%%:*}/trigger
+		echo "-:$1/${p%%:*}" >>$TRACING/kprobe_events
 	done
+}
+heavy_probes_on() { probes_on fastreg_heavy "$HEAVY"; }
+heavy_probes_off() { probes_off fastreg_heavy "$HEAVY"; }
+
+# Teardown without polling: a connection's teardown, the device's removal and the drain
+# wait for events (a completion, the device's answer to a connect, the last of a count),
+# never in a loop of short sleeps. sleep_probes_on puts a kprobe with a stack trace on the
+# kernel's timed sleeps (usleep_range_state, msleep: what fsleep calls); sleep_seen fails
+# when one was called from fastreg's teardown, removal or drain (their functions on the
+# stack), and shows those stacks.
+SLEEPS="usleep:usleep_range_state msleep:msleep"
+sleep_probes_on() { probes_on fastreg_sleep "$SLEEPS"; }
+sleep_probes_off() { probes_off fastreg_sleep "$SLEEPS"; }
+sleep_seen() {
+	python3 - "$TRACING/trace" >/tmp/sleep_seen <<'PY'
+import re, sys
+teardown = re.compile(r'teardown|out_of_connect|wait_background|wait_flushed|wait_idle|remove_device|shutdown')
+n, ours, bad, ev, stack = 0, 0, [], False, []
+def end():
+    global ours
+    if not ev:
+        return
+    mine = [f for f in stack if '[fastreg]' in f]
+    ours += bool(mine)
+    if any(teardown.search(f) for f in mine):
+        bad.append(mine[:6])
+for line in open(sys.argv[1], errors='replace'):
+    if line.startswith('#'):
+        continue
+    if line.startswith(' => '):
+        stack.append(line[4:].strip())
+        continue
+    if re.search(r': (usleep|msleep): \(', line):
+        end()
+        ev, stack = True, []
+        n += 1
+end()
+print('# timed sleeps seen: %d, %d from fastreg, %d in its teardown, removal or drain' % (n, ours, len(bad)))
+for st in bad[:3]:
+    print('# polling in teardown: ' + ' < '.join(st))
+sys.exit(1 if bad else 0)
+PY
+	local rc=$?
+	cat /tmp/sleep_seen
+	return $rc
 }
 heavy_seen() {
 	python3 - "$TRACING/trace" "$HEAVY" >/tmp/heavy_seen <<'PY'
