@@ -12,6 +12,14 @@ to the device's own address, and prints one line `BENCH <json>` per measurement.
 - nvme-rdma against nvmet-rdma (a kernel FRWR user) on the same device: fio, 1 MiB direct
   I/O at queue depth 8, write and read.
 
+Every point is measured as BENCH_REPS short runs of fastreg and its perftest anchor in
+turn (A B A B ...), so that each ratio comes from runs seconds apart and the report can give
+their median and spread. With BENCH_BEFORE_KO (a module built from an earlier commit, by
+scripts/bench.sh), the grid runs twice in the same VM: with that module, then with the
+loaded one ("before" and "after"). After the measured runs of a point, one more short run
+counts the work items fastreg queued (the workqueue_queue_work tracepoint, whose work
+function is fastreg's) per transfer.
+
 On two nodes of scripts/cluster.sh (BENCH_PEER set, by scripts/bench.sh), node 0 measures
 against node 1, which serves: fastreg's side of it is its kernel, perftest's is a server for
 each of node 0's clients, started in the same order (both sides walk the same grid). The
@@ -37,10 +45,16 @@ SERVER = os.environ.get("BENCH_ROLE", "client") == "server"
 TARGET = PEER or ADDR
 SECONDS = int(os.environ.get("BENCH_SECONDS", "4"))
 QUICK = os.environ.get("BENCH_QUICK", "") != ""
+REPS = max(1, int(os.environ.get("BENCH_REPS", "3")))
+BEFORE_KO = os.environ.get("BENCH_BEFORE_KO", "")
+TRACING = "/sys/kernel/tracing"
+# The module measured now ("after" unless the earlier one is loaded).
+MODULE = ["after"]
 
 
 def emit(kind, **kw):
     kw["kind"] = kind
+    kw.setdefault("module", MODULE[0])
     print("BENCH " + json.dumps(kw), flush=True)
 
 
@@ -123,7 +137,8 @@ class Sampler(threading.Thread):
             self.most = max(self.most, threads_in_fastreg())
 
 
-def fastreg_brw(op, size, conc):
+def warm_up(op, size, conc):
+    """Warm-up: the connection is up and the pool has grown to what this load needs."""
     # Warm-up: the connection is up and the pool has grown to what this load needs: timed
     # one-second runs (so that the peak demand of every worker and server side is seen),
     # repeated until one allocates no MR (at most 5).
@@ -134,6 +149,10 @@ def fastreg_brw(op, size, conc):
         lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--seconds", "1")
         if counters()["allocated"] == w0:
             break
+    return warmups
+
+
+def fastreg_brw(op, size, conc, rep, warmups):
     before = counters()
     # The threads sleeping in fastreg while the run goes on: the selftest's control writer
     # (the CLI's write, waiting for the run), plus one per operation in flight as long as
@@ -148,7 +167,7 @@ def fastreg_brw(op, size, conc):
     ops = max(r["ops"], 1)
     # A write's source is the client (out), a read's the server (in).
     src, snk = ("wrs_out", "wrs_in") if op == "write" else ("wrs_in", "wrs_out")
-    emit("fastreg", op=op, size=size, concurrency=conc, mib_per_s=r["mib_per_s"],
+    emit("fastreg", op=op, size=size, concurrency=conc, rep=rep, mib_per_s=r["mib_per_s"],
          ops_per_s=r["ops_per_s"], ops=r["ops"], errors=r["errors"], seconds=r["seconds"],
          lat_avg_us=r["latency_us"]["avg"], lat_p99_us=r["latency_us"]["p99"],
          # On two nodes the peer's half of the WRs is on the peer: not counted here.
@@ -159,6 +178,40 @@ def fastreg_brw(op, size, conc):
          remote_inv_per_transfer=d["remote_invalidations"] / ops,
          alloc_mr_during_run=d["allocated"], pool_live=after["live"], warmup_runs=warmups,
          threads_in_fastreg=sampler.most)
+
+
+def work_items(op, size, conc):
+    """Work items fastreg queued per transfer in a one-second run: the workqueue_queue_work
+    events whose work function is in fastreg (before and after alike, no counter of its
+    own needed)."""
+    ev = f"{TRACING}/events/workqueue/workqueue_queue_work"
+    try:
+        with open(f"{TRACING}/tracing_on", "w") as f:
+            f.write("0")
+        open(f"{TRACING}/trace", "w").close()
+        with open(f"{TRACING}/buffer_size_kb", "w") as f:
+            f.write("8192")
+        with open(f"{ev}/enable", "w") as f:
+            f.write("1")
+        with open(f"{TRACING}/tracing_on", "w") as f:
+            f.write("1")
+        r = lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--seconds", "1")
+        with open(f"{ev}/enable", "w") as f:
+            f.write("0")
+        with open(f"{TRACING}/trace") as f:
+            text = f.read()
+    except OSError as e:
+        log(f"work items not counted: {e}")
+        return None
+    # The event prints "function=SYMBOL"; the module's symbols are mangled Rust names
+    # with the crate's name in them.
+    n = sum(1 for ln in text.splitlines()
+            if "workqueue_queue_work" in ln and re.search(r"function=\S*fastreg|workqueue=fastreg", ln))
+    lost = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", text)
+    if lost and lost.group(1) != lost.group(2):
+        log(f"work items: trace entries lost ({lost.group(0)})")
+        return None
+    return n / max(r["ops"], 1)
 
 
 def fastreg_ping(conc):
@@ -318,17 +371,70 @@ def serve():
         params = dict(ln.strip().split("=", 1) for ln in f if "=" in ln)
     for size, conc in grid(int(params["max_payload"])):
         for tool in ("ib_write_bw", "ib_read_bw"):
-            log(f"serving {tool} size={size} depth={conc}")
-            try:
-                perftest(tool, size, conc)
-            except (RuntimeError, subprocess.TimeoutExpired) as e:
-                log(f"{tool} server failed: {e}")
+            for rep in range(REPS):
+                log(f"serving {tool} size={size} depth={conc} ({rep + 1}/{REPS})")
+                try:
+                    perftest(tool, size, conc)
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    log(f"{tool} server failed: {e}")
     log("serving ib_send_bw 4 KiB")
     try:
         perftest("ib_send_bw", 4096, 64)
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         log(f"ib_send_bw server failed: {e}")
     return 0
+
+
+def swap(ko, name, params):
+    """Loads module `ko` in place of the loaded one, with the same parameters, and waits
+    for its interface."""
+    log(f"loading the {name} module: {ko}")
+    sh(["rmmod", "fastreg"])
+    keys = ("pool_size", "pool_max", "queue_depth", "max_payload", "max_inline", "timeout")
+    r = sh(["insmod", ko, *[f"{k}={params[k]}" for k in keys if k in params]])
+    if r.returncode:
+        raise RuntimeError(f"insmod {ko}: {r.stderr.strip()}")
+    for _ in range(100):
+        try:
+            with open(f"{DBG}/conns") as f:
+                if any(ln.startswith("iface ") for ln in f):
+                    break
+        except OSError:
+            pass
+        time.sleep(0.2)
+    MODULE[0] = name
+
+
+def measure(max_payload):
+    """The grid with the loaded module: per point, REPS runs of fastreg and of its anchor
+    in turn, then the work items per transfer."""
+    for size, conc in grid(max_payload):
+        for op in ("write", "read"):
+            tool = "ib_write_bw" if op == "write" else "ib_read_bw"
+            try:
+                warmups = warm_up(op, size, conc)
+            except RuntimeError as e:
+                emit("error", what=f"fastreg {op} {size} {conc}", error=str(e))
+                continue
+            for rep in range(REPS):
+                log(f"{MODULE[0]}: fastreg brw {op} size={size} concurrency={conc} ({rep + 1}/{REPS})")
+                try:
+                    fastreg_brw(op, size, conc, rep, warmups)
+                except RuntimeError as e:
+                    emit("error", what=f"fastreg {op} {size} {conc}", error=str(e))
+                log(f"{tool} size={size} depth={conc} ({rep + 1}/{REPS})")
+                try:
+                    bw, mpps = anchor(tool, size, conc)
+                    emit("perftest", op=op, size=size, concurrency=conc, rep=rep,
+                         mib_per_s=bw, ops_per_s=mpps * 1e6)
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    emit("error", what=f"{tool} {size} {conc}", error=str(e))
+            if not PEER:
+                try:
+                    emit("work_items", op=op, size=size, concurrency=conc,
+                         per_transfer=work_items(op, size, conc))
+                except RuntimeError as e:
+                    emit("error", what=f"work items {op} {size} {conc}", error=str(e))
 
 
 def main():
@@ -344,21 +450,11 @@ def main():
          memory_mib=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20,
          device=DEV, address=ADDR, params=params, seconds=SECONDS, sq_depth=sq,
          o2iblnd_sq_depth=o2ib, transfer_wrs=twrs, queue_depth=int(params["queue_depth"]))
-    for size, conc in grid(max_payload):
-        for op in ("write", "read"):
-            log(f"fastreg brw {op} size={size} concurrency={conc}")
-            try:
-                fastreg_brw(op, size, conc)
-            except RuntimeError as e:
-                emit("error", what=f"fastreg {op} {size} {conc}", error=str(e))
-            tool = "ib_write_bw" if op == "write" else "ib_read_bw"
-            log(f"{tool} size={size} depth={conc}")
-            try:
-                bw, mpps = anchor(tool, size, conc)
-                emit("perftest", op=op, size=size, concurrency=conc, mib_per_s=bw,
-                     ops_per_s=mpps * 1e6)
-            except (RuntimeError, subprocess.TimeoutExpired) as e:
-                emit("error", what=f"{tool} {size} {conc}", error=str(e))
+    if BEFORE_KO:
+        swap(BEFORE_KO, "before", params)
+        measure(max_payload)
+        swap(os.environ["FASTREG_KO"], "after", params)
+    measure(max_payload)
     for conc in ([8] if QUICK else [1, 8, 64]):
         log(f"fastreg ping concurrency={conc}")
         try:

@@ -50,6 +50,30 @@ def size_name(n):
     return f"{n} B"
 
 
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def paired(res, module, **kw):
+    """The ratios fastreg / perftest of one point, each from a run and the anchor run that
+    followed it (same `rep`); their median, and their spread (largest minus smallest)."""
+    rs = []
+    for f in res["fastreg"]:
+        if f.get("module", "after") != module or not matches(f, kw):
+            continue
+        p = find(res["perftest"], module=module, rep=f.get("rep"), **kw) if "rep" in f else \
+            find(res["perftest"], **kw)
+        if p and p["mib_per_s"]:
+            rs.append(f["mib_per_s"] / p["mib_per_s"])
+    if not rs:
+        return None, None, 0
+    return round(median(rs), 3), round(max(rs) - min(rs), 3), len(rs)
+
+
 def ratio(a, b):
     return round(a / b, 3) if a is not None and b else None
 
@@ -80,7 +104,20 @@ def table(res):
            f"{'thr':>4}")
     lines.append(hdr)
     summary = {"ratios": []}
-    for f in sorted(res["fastreg"], key=lambda r: (r["op"], r["concurrency"], r["size"])):
+    have = {r.get("module", "after") for r in res["fastreg"]}
+    modules = [m for m in ("before", "after") if m in have]
+    if any("rep" in r for r in res["fastreg"]):
+        lines_ab = paired_table(res, modules, summary)
+    else:
+        lines_ab = []
+    shown = set()
+    rows = []
+    for f in res["fastreg"]:
+        key = (f["op"], f["size"], f["concurrency"])
+        if f.get("module", "after") == "after" and key not in shown:
+            shown.add(key)
+            rows.append(f)
+    for f in sorted(rows, key=lambda r: (r["op"], r["concurrency"], r["size"])):
         p = find(res["perftest"], op=f["op"], size=f["size"], concurrency=f["concurrency"])
         pb = p["mib_per_s"] if p else None
         rt = ratio(f["mib_per_s"], pb)
@@ -103,6 +140,7 @@ def table(res):
                  "the measured run; thr: most threads sleeping in fastreg's code at once during "
                  "it (the selftest's control writer is one); missing: the perftest anchor "
                  "failed twice.")
+    lines.extend(lines_ab)
     lines.append("")
     # Message rate: a ping is two messages.
     send = res["perftest_send"][0] if res["perftest_send"] else None
@@ -146,6 +184,30 @@ def table(res):
         for e in res["errors"]:
             lines.append(f"  {e['what']}: {e['error'].splitlines()[0] if e['error'] else ''}")
     return "\n".join(lines) + "\n", summary
+
+
+def paired_table(res, modules, summary):
+    """Per point: the median ratio of interleaved runs (fastreg, then perftest, REPS
+    times) and its spread, for each module measured; work items queued per transfer."""
+    lines = ["", "Interleaved runs (fastreg, perftest, fastreg, ...): median ratio fastreg / "
+             "perftest [spread: largest - smallest], and work items fastreg queued per transfer"]
+    hdr = f"{'op':<6} {'size':>8} {'conc':>5}"
+    for m in modules:
+        hdr += f"  {m + ' ratio':>14} {'[spread]':>9} {'n':>2} {'work':>6}"
+    lines.append(hdr)
+    keys = sorted({(f["op"], f["concurrency"], f["size"]) for f in res["fastreg"]})
+    for op, conc, size in keys:
+        ln = f"{op:<6} {size_name(size):>8} {conc:>5}"
+        for m in modules:
+            med, spread, n = paired(res, m, op=op, size=size, concurrency=conc)
+            w = find(res.get("work_items", []), module=m, op=op, size=size, concurrency=conc)
+            wi = w["per_transfer"] if w else None
+            ln += f"  {fmt(med):>14} {'[' + fmt(spread) + ']':>9} {n:>2} {fmt(wi, 1):>6}"
+            summary.setdefault("paired", []).append(
+                {"module": m, "op": op, "size": size, "concurrency": conc, "median_ratio": med,
+                 "spread": spread, "runs": n, "work_items_per_transfer": wi})
+        lines.append(ln)
+    return lines
 
 
 def series(rows, key, **kw):

@@ -12,8 +12,12 @@
 # the ratios) and PNG plots, made by scripts/bench-report.py; build/bench/summary.txt puts
 # the tables together. Not part of `make test`.
 #
-#   make bench [PARAMS="k=v ..."] [BENCH_SECONDS=4] [BENCH_QUICK=1]
-#              [BENCH_SETUPS="vm siw x86_64-x86_64 x86_64-arm64-64k"]
+#   make bench [PARAMS="k=v ..."] [BENCH_SECONDS=4] [BENCH_QUICK=1] [BENCH_REPS=3]
+#              [BENCH_BEFORE=REV] [BENCH_SETUPS="vm siw x86_64-x86_64 x86_64-arm64-64k"]
+#
+# Every point is BENCH_REPS interleaved runs of fastreg and perftest (median ratio and its
+# spread). BENCH_BEFORE=REV also measures the module of commit REV (built once, cached under
+# $FASTREG_CACHE/bench-before/) in the same VM, for before and after ratios (one-VM setups).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -22,7 +26,20 @@ out=$FASTREG_TOP/build/bench
 mkdir -p "$out"
 params=${PARAMS:-}
 setups=${BENCH_SETUPS:-vm siw x86_64-x86_64 x86_64-arm64-64k}
-env=(env BENCH_SECONDS="${BENCH_SECONDS:-4}" BENCH_QUICK="${BENCH_QUICK:-}")
+env=(env BENCH_SECONDS="${BENCH_SECONDS:-4}" BENCH_QUICK="${BENCH_QUICK:-}" BENCH_REPS="${BENCH_REPS:-3}")
+before_ko=
+if [ -n "${BENCH_BEFORE:-}" ]; then
+	rev=$(git -C "$FASTREG_TOP" rev-parse --verify "$BENCH_BEFORE^{commit}") ||
+		die "BENCH_BEFORE=$BENCH_BEFORE is not a commit"
+	bdir=$FASTREG_CACHE/bench-before/$rev
+	if [ ! -f "$bdir/fastreg.ko" ]; then
+		log "bench: building the module of $rev (before)"
+		rm -rf "$bdir" && mkdir -p "$bdir"
+		git -C "$FASTREG_TOP" archive "$rev" | tar -x -C "$bdir"
+		(cd "$bdir" && scripts/kmake.sh -s modules)
+	fi
+	before_ko=$bdir/fastreg.ko
+fi
 log "bench: ${BENCH_SECONDS:-4} s per measurement, fastreg parameters: ${params:-defaults}; setups: $setups"
 
 report() {
@@ -41,7 +58,8 @@ for s in $setups; do
 		log "bench: one VM on $rdma"
 		# The guest sees the clone and the environment through virtme-ng.
 		FASTREG_VM_NOBUILD=1 "$FASTREG_TOP/scripts/vm.sh" --rdma "$rdma" --params "$params" \
-			--timeout 3600 -- "${env[@]}" python3 scripts/bench-guest.py | tee "$dir/raw.txt"
+			--timeout 7200 -- "${env[@]}" BENCH_BEFORE_KO="$before_ko" python3 scripts/bench-guest.py |
+			tee "$dir/raw.txt"
 		;;
 	*-*)
 		dir=$out/$s
