@@ -105,34 +105,26 @@ impl DevRes {
     /// removal waits for it ([`DevRes::wait_background`]). Returns whether it was queued
     /// (not without a workqueue, while the module goes, or without memory).
     pub(crate) fn spawn(self: &Arc<Self>, f: impl FnOnce() + Send + 'static) -> bool {
-        self.background.inc();
-        let held = self.spawn_held(f);
-        if !held {
-            self.background.dec();
-        }
-        held
-    }
-
-    /// Counts work that will run later ([`DevRes::spawn_held`]), from now: the device's
-    /// removal waits for it. For a teardown that waits for the device's answer to a
-    /// connect: no worker waits meanwhile; the answer spawns it.
-    pub(crate) fn hold(&self) {
-        self.background.inc();
-    }
-
-    /// [`DevRes::spawn`] for work counted by [`DevRes::hold`] already; the count ends when
-    /// `f` returns. When it cannot be queued the count stays: the caller runs `f` itself
-    /// and then calls [`DevRes::release`].
-    pub(crate) fn spawn_held(self: &Arc<Self>, f: impl FnOnce() + Send + 'static) -> bool {
         let Some(q) = verbs::queue(verbs::Wq::Connect) else {
             return false;
         };
+        self.hold();
         let res = self.clone();
         let counted = move || {
             f();
             res.release();
         };
-        q.try_spawn(GFP_KERNEL, counted).is_ok()
+        if q.try_spawn(GFP_KERNEL, counted).is_err() {
+            self.release();
+            return false;
+        }
+        true
+    }
+
+    /// Counts a teardown that will run when the device answers a connect: no worker waits
+    /// meanwhile; the device's removal waits for it until [`DevRes::release`].
+    pub(crate) fn hold(&self) {
+        self.background.inc();
     }
 
     /// Ends the count of one [`DevRes::hold`].
