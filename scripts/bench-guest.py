@@ -18,7 +18,8 @@ their median and spread. With BENCH_BEFORE_KO (a module built from an earlier co
 scripts/bench.sh), the grid runs twice in the same VM: with that module, then with the
 loaded one ("before" and "after"). After the measured runs of a point, one more short run
 counts the work items fastreg queued (the workqueue_queue_work tracepoint, whose work
-function is fastreg's) per transfer.
+function is fastreg's) per transfer and the time from a completion to the next post (kprobes
+on the device's CQE and post functions).
 
 On two nodes of scripts/cluster.sh (BENCH_PEER set, by scripts/bench.sh), node 0 measures
 against node 1, which serves: fastreg's side of it is its kernel, perftest's is a server for
@@ -180,38 +181,81 @@ def fastreg_brw(op, size, conc, rep, warmups):
          threads_in_fastreg=sampler.most)
 
 
+# The device's own functions that mark a completion (a CQE written) and a post (a send
+# WR taken), for the time from one to the next: the same in every module and poll context.
+PROBES = {"rxe": ("rxe_cq_post", "rxe_post_send"), "siw": ("siw_sqe_complete", "siw_post_send")}
+
+
+def tracefs(path, value):
+    with open(f"{TRACING}/{path}", "w") as f:
+        f.write(value)
+
+
+def comp_to_post(text):
+    """Microseconds from a completion to the next post, per post that followed one: the
+    first CQE written after a post starts the clock, the next send WR posted stops it
+    (the time a completion waits for the handler and any work item it queues). Returns
+    (median, 90th percentile, samples)."""
+    gaps, since = [], None
+    for m in re.finditer(r"\s(\d+\.\d+): fr_(cqe|post):", text):
+        t = float(m.group(1))
+        if m.group(2) == "cqe":
+            since = t if since is None else since
+        elif since is not None:
+            gaps.append((t - since) * 1e6)
+            since = None
+    if not gaps:
+        return None, None, 0
+    gaps.sort()
+    return gaps[len(gaps) // 2], gaps[min(len(gaps) - 1, len(gaps) * 9 // 10)], len(gaps)
+
+
 def work_items(op, size, conc):
-    """Work items fastreg queued per transfer in a one-second run: the workqueue_queue_work
-    events whose work function is in fastreg (before and after alike, no counter of its
-    own needed)."""
+    """Work items fastreg queued per transfer in a one-second run (the workqueue_queue_work
+    events whose work function is in fastreg: before and after alike, no counter of its own
+    needed), and the time from a completion to the next post (kprobes on the device's
+    functions)."""
     ev = f"{TRACING}/events/workqueue/workqueue_queue_work"
+    cqe, post = PROBES.get(os.environ.get("FASTREG_RDMA", "rxe"), PROBES["rxe"])
+    probes = False
     try:
-        with open(f"{TRACING}/tracing_on", "w") as f:
-            f.write("0")
+        tracefs("tracing_on", "0")
         open(f"{TRACING}/trace", "w").close()
-        with open(f"{TRACING}/buffer_size_kb", "w") as f:
-            f.write("8192")
+        tracefs("buffer_size_kb", "16384")
+        try:
+            tracefs("kprobe_events", f"p:fr_cqe {cqe}\np:fr_post {post}\n")
+            tracefs("events/kprobes/enable", "1")
+            probes = True
+        except OSError as e:
+            log(f"completion to post not measured: {e}")
         with open(f"{ev}/enable", "w") as f:
             f.write("1")
-        with open(f"{TRACING}/tracing_on", "w") as f:
-            f.write("1")
+        tracefs("tracing_on", "1")
         r = lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--seconds", "1")
+        tracefs("tracing_on", "0")
         with open(f"{ev}/enable", "w") as f:
             f.write("0")
         with open(f"{TRACING}/trace") as f:
             text = f.read()
     except OSError as e:
         log(f"work items not counted: {e}")
-        return None
+        return None, (None, None, 0)
+    finally:
+        if probes:
+            try:
+                tracefs("events/kprobes/enable", "0")
+                tracefs("kprobe_events", "")
+            except OSError:
+                pass
+    lost = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", text)
+    if lost and lost.group(1) != lost.group(2):
+        log(f"work items: trace entries lost ({lost.group(0)})")
+        return None, (None, None, 0)
     # The event prints "function=SYMBOL"; the module's symbols are mangled Rust names
     # with the crate's name in them.
     n = sum(1 for ln in text.splitlines()
             if "workqueue_queue_work" in ln and re.search(r"function=\S*fastreg|workqueue=fastreg", ln))
-    lost = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", text)
-    if lost and lost.group(1) != lost.group(2):
-        log(f"work items: trace entries lost ({lost.group(0)})")
-        return None
-    return n / max(r["ops"], 1)
+    return n / max(r["ops"], 1), comp_to_post(text)
 
 
 def fastreg_ping(conc):
@@ -431,8 +475,9 @@ def measure(max_payload):
                     emit("error", what=f"{tool} {size} {conc}", error=str(e))
             if not PEER:
                 try:
-                    emit("work_items", op=op, size=size, concurrency=conc,
-                         per_transfer=work_items(op, size, conc))
+                    per, (med, p90, n) = work_items(op, size, conc)
+                    emit("work_items", op=op, size=size, concurrency=conc, per_transfer=per,
+                         comp_to_post_us=med, comp_to_post_p90_us=p90, comp_to_post_n=n)
                 except RuntimeError as e:
                     emit("error", what=f"work items {op} {size} {conc}", error=str(e))
 

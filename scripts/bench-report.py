@@ -188,12 +188,14 @@ def table(res):
 
 def paired_table(res, modules, summary):
     """Per point: the median ratio of interleaved runs (fastreg, then perftest, REPS
-    times) and its spread, for each module measured; work items queued per transfer."""
+    times) and its spread, for each module measured; work items queued per transfer and
+    the median time from a completion to the next post."""
     lines = ["", "Interleaved runs (fastreg, perftest, fastreg, ...): median ratio fastreg / "
-             "perftest [spread: largest - smallest], and work items fastreg queued per transfer"]
+             "perftest [spread: largest - smallest], work items fastreg queued per transfer, "
+             "and c>p: the median microseconds from a completion (CQE written) to the next post"]
     hdr = f"{'op':<6} {'size':>8} {'conc':>5}"
     for m in modules:
-        hdr += f"  {m + ' ratio':>14} {'[spread]':>9} {'n':>2} {'work':>6}"
+        hdr += f"  {m + ' ratio':>14} {'[spread]':>9} {'n':>2} {'work':>6} {'c>p us':>7}"
     lines.append(hdr)
     keys = sorted({(f["op"], f["concurrency"], f["size"]) for f in res["fastreg"]})
     for op, conc, size in keys:
@@ -202,10 +204,13 @@ def paired_table(res, modules, summary):
             med, spread, n = paired(res, m, op=op, size=size, concurrency=conc)
             w = find(res.get("work_items", []), module=m, op=op, size=size, concurrency=conc)
             wi = w["per_transfer"] if w else None
-            ln += f"  {fmt(med):>14} {'[' + fmt(spread) + ']':>9} {n:>2} {fmt(wi, 1):>6}"
+            cp = w.get("comp_to_post_us") if w else None
+            ln += f"  {fmt(med):>14} {'[' + fmt(spread) + ']':>9} {n:>2} {fmt(wi, 1):>6} {fmt(cp, 0):>7}"
             summary.setdefault("paired", []).append(
                 {"module": m, "op": op, "size": size, "concurrency": conc, "median_ratio": med,
-                 "spread": spread, "runs": n, "work_items_per_transfer": wi})
+                 "spread": spread, "runs": n, "work_items_per_transfer": wi,
+                 "comp_to_post_us": cp,
+                 "comp_to_post_p90_us": w.get("comp_to_post_p90_us") if w else None})
         lines.append(ln)
     return lines
 

@@ -21,11 +21,19 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-"$FASTREG_TOP/scripts/setup.sh" bench
+setups=${BENCH_SETUPS:-vm siw x86_64-x86_64 x86_64-arm64-64k}
+# The kernels the setups need, and no others (a one-VM setup needs the x86_64 one alone).
+need=(x86_64)
+for s in $setups; do
+	case "$s" in
+	x86_64-*) need+=("${s#x86_64-}") ;;
+	arm64-*) k=${s#arm64-*-}; need+=("${s%-"$k"}" "$k") ;;
+	esac
+done
+"$FASTREG_TOP/scripts/setup.sh" bench $(printf '%s\n' "${need[@]}" | sort -u)
 out=$FASTREG_TOP/build/bench
 mkdir -p "$out"
 params=${PARAMS:-}
-setups=${BENCH_SETUPS:-vm siw x86_64-x86_64 x86_64-arm64-64k}
 env=(env BENCH_SECONDS="${BENCH_SECONDS:-4}" BENCH_QUICK="${BENCH_QUICK:-}" BENCH_REPS="${BENCH_REPS:-3}")
 before_ko=
 if [ -n "${BENCH_BEFORE:-}" ]; then

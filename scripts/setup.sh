@@ -36,7 +36,7 @@ PACKAGES=(
 	gcc libc6-dev librdmacm-dev libibverbs-dev
 	# arm64 nodes: the emulator, and the tool that builds their Debian root file system.
 	qemu-system-arm mmdebstrap
-	# The benchmark's anchors: fio over nvme-rdma (nvme-cli connects it).
+	# fio over nvme-rdma (nvme-cli connects it): the benchmark's anchor and 15-neighbours.
 	fio nvme-cli
 	# Python for virtme-ng's venv.
 	python3 python3-venv busybox-static
@@ -312,8 +312,8 @@ main() {
 	debug) step_kinds "$DEBUG_KIND" ;;
 	nodes) step_nodes ;;
 	rootfs) step_rootfs ;;
-	bench) step_packages; step_bindgen; step_venv; step_kernel; step_nodes; step_plot ;;
-	*) die "usage: $0 [all|test|kinds KIND...|vm|debug|host|kernel [KIND]|nodes|rootfs|bench]" ;;
+	bench) shift; step_kinds "${@:-x86_64}"; step_plot ;;
+	*) die "usage: $0 [all|test|kinds KIND...|vm|debug|host|kernel [KIND]|nodes|rootfs|bench [KIND...]]" ;;
 	esac
 }
 
