@@ -503,11 +503,22 @@ impl Run {
         let me: Arc<dyn Client> = self.clone();
         let started = self.workers.load(Relaxed);
         let mut sh = self.shared.lock();
+        // Rounds of restarts in a row with no good transfer since, and the good ones then.
+        let (mut fruitless, mut good) = (0u32, 0u64);
         while sh.finished < started {
             if !sh.paused.is_empty() && self.stop.load(Relaxed) == 0 {
-                // Slots whose transfer failed: restarted after a pause, from here.
+                // Slots whose transfer failed: restarted after a pause, from here; a longer
+                // one while restarts bring nothing good.
+                let now: u64 = sh.per_peer.iter().map(|s| s.ops).sum();
+                fruitless = if now > good {
+                    0
+                } else {
+                    fruitless.saturating_add(1)
+                };
+                good = now;
                 drop(sh);
-                kernel::time::delay::fsleep(Delta::from_millis(10));
+                let pause = crate::stats::restart_pause_ms(fruitless);
+                kernel::time::delay::fsleep(Delta::from_millis(pause.into()));
                 loop {
                     let Some((p, region)) = self.shared.lock().paused.pop() else {
                         break;

@@ -8,6 +8,14 @@
 
 use core::fmt;
 
+/// The pause, in milliseconds, before a run restarts its slots whose transfer failed,
+/// after `fruitless` rounds of restarts in a row that brought no good transfer: 10 ms,
+/// doubling, at most 1 s. A peer or device that is gone (removed under a run) is then
+/// asked about once a second until the run ends, not a hundred times.
+pub(crate) fn restart_pause_ms(fruitless: u32) -> u32 {
+    10u32.saturating_mul(1u32 << fruitless.min(7)).min(1000)
+}
+
 /// Why a transfer failed, as counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ErrKind {

@@ -20,25 +20,27 @@ impl Iface {
     }
 
     /// Keeps a served transfer's buffer for the next one of its size; the oldest go when
-    /// more than [`SPARE_REGIONS`] or [`SPARE_BYTES`] are kept.
+    /// more than [`SPARE_REGIONS`] or [`SPARE_BYTES`] are kept. Called from a send
+    /// completion's handler: allocates nothing (the list has room for [`SPARE_REGIONS`]
+    /// since the interface's creation), and frees what goes with the lock dropped.
     pub(super) fn recycle(&self, region: Region) {
-        let mut spare = self.spare.lock();
-        let mut gone = KVec::new();
-        let mut bytes: usize = spare.iter().map(|r| r.buffer().len()).sum();
-        while !spare.is_empty()
-            && (spare.len() >= SPARE_REGIONS || bytes + region.buffer().len() > SPARE_BYTES)
-        {
-            if let Ok(old) = spare.remove(0) {
-                bytes -= old.buffer().len();
-                let _ = gone.push(old, GFP_KERNEL);
+        let len = region.buffer().len();
+        if len > SPARE_BYTES {
+            return;
+        }
+        loop {
+            let mut spare = self.spare.lock();
+            let bytes: usize = spare.iter().map(|r| r.buffer().len()).sum();
+            if spare.len() < SPARE_REGIONS && bytes + len <= SPARE_BYTES {
+                // Within the capacity reserved: no allocation.
+                let _ = spare.push(region, GFP_NOWAIT);
+                return;
             }
+            let old = spare.remove(0);
+            drop(spare);
+            // Unmapped and freed here, without the lock.
+            drop(old);
         }
-        if region.buffer().len() <= SPARE_BYTES {
-            let _ = spare.push(region, GFP_KERNEL);
-        }
-        drop(spare);
-        // Unmapped and freed here, without the lock.
-        drop(gone);
     }
 
     /// Creates an interface on `res` at `addr` and starts listening.
@@ -54,6 +56,7 @@ impl Iface {
             0 => res.geo,
             n => res.geo.at_most(n),
         };
+        let spare = KVec::with_capacity(SPARE_REGIONS, GFP_KERNEL)?;
         let iface = Arc::pin_init(
             pin_init!(Self {
                 res,
@@ -69,7 +72,7 @@ impl Iface {
                 hook: Atomic::new(0),
                 hook_left: Atomic::new(0),
                 connected <- new_condvar!("fastreg::Iface::connected"),
-                spare <- new_mutex!(KVec::new(), "fastreg::Iface::spare"),
+                spare <- new_mutex!(spare, "fastreg::Iface::spare"),
                 corrupt_next: Atomic::new(0),
                 served_get <- new_mutex!(None, "fastreg::Iface::served_get"),
                 recorded_put <- new_mutex!(None, "fastreg::Iface::recorded_put"),

@@ -105,6 +105,11 @@ impl Conn {
     ) -> Result {
         let slots = (u32::from(qd) + EXTRA) as usize;
         let pd = &self.iface.res.pd;
+        // Every slot's chain has room for the largest transfer's work requests: a handler
+        // that builds one (a PUT's RDMA WRITEs and LOCAL_INVs once its sink answered)
+        // allocates nothing.
+        let wrs =
+            Self::chain_wrs(&self.iface.res, st.asked.max_payload, st.asked.max_regs) as usize;
         let mut tx = KVec::with_capacity(slots, GFP_KERNEL)?;
         let mut tx_all = KVec::with_capacity(slots, GFP_KERNEL)?;
         let mut rx = KVec::with_capacity(slots, GFP_KERNEL)?;
@@ -114,7 +119,7 @@ impl Conn {
                 buf: MsgBuf::new(pd, st.asked.max_msg as usize)?,
             })?;
             tx_all.push(slot.clone(), GFP_KERNEL)?;
-            tx.push((slot, SendChain::with_capacity(1, 1)?), GFP_KERNEL)?;
+            tx.push((slot, SendChain::with_capacity(wrs, wrs)?), GFP_KERNEL)?;
             rx.push(
                 Completion::new(RxSlot {
                     conn: self.clone(),

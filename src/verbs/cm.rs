@@ -583,7 +583,7 @@ impl<T: CmHandler> Endpoint<T> {
     ) -> Result {
         let parts = self.qp.as_ref().ok_or(EINVAL)?;
         let mut chain = SendChain::empty();
-        chain.hold_recv(buf)?;
+        chain.hold_recv(buf);
         chain.draw_fault();
         let mut sge = buf.sge(buf.len() as u32);
         let cqe = Completion::arm(done, chain, self.serial).map_err(|_| EBUSY)?;

@@ -160,9 +160,16 @@ int fastreg_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
 }
 ALLOW_ERROR_INJECTION(fastreg_ib_map_mr_sg, ERRNO);
 
+/*
+ * Polled on ib_core's completion workqueue, as the kernel's RDMA servers poll theirs
+ * (svcrdma, nvmet-rdma, isert, srpt; xprtrdma too): fastreg serves peers on the same
+ * CQs, and its handlers share the connection's lock with process context
+ * (Documentation/transport.rst). The completion vectors are spread over the connections
+ * (ib_alloc_cq_any), not all on vector 0.
+ */
 struct ib_cq *fastreg_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe)
 {
-	return ib_alloc_cq(dev, private, nr_cqe, 0, IB_POLL_WORKQUEUE);
+	return ib_alloc_cq_any(dev, private, nr_cqe, IB_POLL_WORKQUEUE);
 }
 ALLOW_ERROR_INJECTION(fastreg_ib_alloc_cq, ERRNO);
 

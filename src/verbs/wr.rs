@@ -81,7 +81,9 @@ pub(crate) struct SendChain {
     mrs: KVec<Arc<RawMr>>,
     bufs: KVec<Arc<MsgBuf>>,
     fence_next: bool,
-    recv: bool,
+    /// The buffer of a receive work request, held apart from `bufs` so that reposting a
+    /// receive (from its own completion handler) allocates nothing.
+    recv: Option<Arc<MsgBuf>>,
     /// Test fault (`fastreg_fail_wr`): the error its completion reports instead of the
     /// device's.
     injected: Option<u32>,
@@ -103,7 +105,7 @@ impl SendChain {
             mrs: KVec::new(),
             bufs: KVec::new(),
             fence_next: false,
-            recv: false,
+            recv: None,
             injected: None,
         }
     }
@@ -117,7 +119,7 @@ impl SendChain {
             mrs: KVec::with_capacity(wrs, GFP_KERNEL)?,
             bufs: KVec::with_capacity(1, GFP_KERNEL)?,
             fence_next: false,
-            recv: false,
+            recv: None,
             injected: None,
         })
     }
@@ -130,16 +132,15 @@ impl SendChain {
         self.mrs.clear();
         self.bufs.clear();
         self.fence_next = false;
-        self.recv = false;
+        self.recv = None;
         self.injected = None;
     }
 
-    /// Holds `buf` for a receive work request (posted by `Endpoint::post_recv`).
-    pub(super) fn hold_recv(&mut self, buf: &Arc<MsgBuf>) -> Result {
+    /// Holds `buf` for a receive work request (posted by `Endpoint::post_recv`); allocates
+    /// nothing.
+    pub(super) fn hold_recv(&mut self, buf: &Arc<MsgBuf>) {
         self.clear();
-        self.recv = true;
-        self.bufs.push(buf.clone(), GFP_KERNEL)?;
-        Ok(())
+        self.recv = Some(buf.clone());
     }
 
     /// Asks the `fastreg_fail_wr` fault attribute whether this chain, about to be posted,
@@ -147,7 +148,7 @@ impl SendChain {
     /// the first registration or invalidation step of a send chain, a general error for
     /// other send chains.
     pub(super) fn draw_fault(&mut self) {
-        let (kinds, first) = if self.recv {
+        let (kinds, first) = if self.recv.is_some() {
             (fault::RECV, Some(ib::ib_wc_status_IB_WC_WR_FLUSH_ERR))
         } else {
             self.wrs.iter().fold((0, None), |(k, first), w| {
@@ -176,7 +177,7 @@ impl SendChain {
 
     /// Whether this holds a receive rather than send work requests.
     pub(super) fn is_recv(&self) -> bool {
-        self.recv
+        self.recv.is_some()
     }
 
     /// Appends a SEND of the first `len` bytes of `buf`; with `invalidate`, a

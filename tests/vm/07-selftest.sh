@@ -34,7 +34,7 @@ within_connect_timeout() {
 
 # fd 3: the suite's own output, for diagnostics from inside a check.
 exec 3>&1
-ktap_begin 180
+ktap_begin 182
 
 check "load with max_payload=2M" load max_payload=$MAX timeout=10
 check "ping the node itself (default peer)" lst ping --count 20
@@ -303,11 +303,14 @@ check "no RDMA resources left" no_fastreg_resources
 # calls (tests/vm/lib.sh, heavy_seen), with every transfer registered (max_inline=0: inline
 # data travels in the messages, a bounded copy the handlers make) and a pool of 2 MRs that
 # must grow. Before the handlers left that work to the work item, every probe fired from
-# a handler (a served buffer mapped, a sink's data checked, the pool grown there).
+# a handler (a served buffer mapped, a sink's data checked, the pool grown there). No
+# allocation either (kprobes on the kernel crate's allocators, tests/vm/lib.sh alloc_seen):
+# what a record needs is reserved when it is submitted.
 check "load with max_inline=0 pool_size=2" load max_inline=0 pool_size=2 timeout=60
 check "  interfaces on the pair" ctl iface add $RXE_DEV0 $VETH_ADDR0
 ctl iface add $RXE_DEV1 $VETH_ADDR1
 check "  kprobes on the helpers of heavy work" heavy_probes_on
+check "  kprobes on the allocators" alloc_probes_on
 check "  brw write 64k and 1M, check full, concurrency 8" \
 	lst brw write --from $VETH_ADDR0 --peer $VETH_ADDR1 --size 64k,1M --check full \
 	--concurrency 8 --count 16
@@ -317,6 +320,8 @@ check "  brw read 64k and 1M, check full, concurrency 8" \
 	--concurrency 8 --count 16
 check "    32 good transfers" clean_run 32
 check "  no buffer mapped, data touched or MR allocated in a completion handler" heavy_seen
+check "  no allocation in a completion handler" alloc_seen
+alloc_probes_off
 heavy_probes_off
 check "unload" unload
 

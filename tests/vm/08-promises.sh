@@ -70,7 +70,7 @@ clean_unload() {
 }
 
 DEPTHS=(1 254 255 256)
-ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 17 + 4 + 9 + 6 + 8 + 6 + 1))
+ktap_begin $((1 + ${#DEPTHS[@]} * 10 + 7 + 17 + 4 + 9 + 6 + 8 + 9 + 1))
 
 check "veth pair with two rxe devices" veth_up
 
@@ -297,7 +297,9 @@ check "  no kernel errors (hung task, lockdep, oops)" no_kernel_errors
 check "  rmmod within 30 s" within 30 unload
 check "  nothing left" no_fastreg_resources
 
-# 64 transfers in flight each way, then the device goes, then the module.
+# 64 transfers in flight each way, then B stops answering (every packet it sends is
+# dropped, as from a node that hung), then A's device goes, then the module: both return
+# without a loop of timed sleeps (traced with their stacks, as in 07) and leave nothing.
 check "load" load
 check "  interfaces on the pair" pair
 "$LST" brw write --from $A --peer $B --size 256k --concurrency 64 --seconds 60 >/dev/null 2>&1 &
@@ -306,9 +308,15 @@ w1=$!
 w2=$!
 check "  128 transfers under way (both sides serving)" \
 	wait_for both_served 8
-check "  rdma link delete with 128 transfers in flight returns within 30 s" \
-	within 30 rdma link delete $RXE_DEV1
+check "  B stops answering (netem: all its packets lost)" \
+	tc qdisc replace dev veth_v1 root netem loss 100%
+check "  kprobes on the kernel's timed sleeps" sleep_probes_on
+check "  rdma link delete of A's device, its peer silent, 128 transfers in flight: within 30 s" \
+	within 30 rdma link delete $RXE_DEV0
 check "  rmmod returns within 30 s" within 30 unload
+check "  no polling in a teardown, the device's removal or a drain" sleep_seen
+sleep_probes_off
+tc qdisc del dev veth_v1 root
 wait $w1 $w2
 check "  nothing left" no_fastreg_resources
 

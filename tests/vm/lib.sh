@@ -269,15 +269,21 @@ ff_disarm() {
 # heavy_probes_off removes them.
 TRACING=/sys/kernel/tracing
 HEAVY="map_sg:fastreg_ib_dma_map_sg alloc_mr:fastreg_ib_alloc_mr cpu:fastreg_ib_dma_sync_sg_for_cpu"
-# probes_on GROUP "NAME:FUNCTION ...": a kprobe with a stack trace on each FUNCTION, as
-# events GROUP/NAME, on a cleared trace; probes_off GROUP "NAME:FUNCTION ..." removes them.
+# probes_on GROUP "NAME:FUNCTION ..." [FETCH FILTER]: a kprobe with a stack trace on each
+# FUNCTION, as events GROUP/NAME, on a cleared trace (fetching FETCH and recorded only when
+# FILTER holds, if given); probes_off GROUP "NAME:FUNCTION ..." removes them.
 probes_on() {
-	local p
+	local p e
 	echo 0 >$TRACING/tracing_on && echo >$TRACING/trace && echo 16384 >$TRACING/buffer_size_kb ||
 		return 1
 	for p in $2; do
-		echo "p:$1/${p%%:*} ${p#*:}" >>$TRACING/kprobe_events &&
-			echo stacktrace >$TRACING/events/$1/${p%%:*}/trigger || return 1
+		e=$TRACING/events/$1/${p%%:*}
+		echo "p:$1/${p%%:*} ${p#*:} ${3:-}" >>$TRACING/kprobe_events || return 1
+		if [ -n "${4:-}" ]; then
+			echo "$4" >$e/filter && echo "stacktrace if $4" >$e/trigger || return 1
+		else
+			echo stacktrace >$e/trigger || return 1
+		fi
 	done
 	echo 1 >$TRACING/events/$1/enable && echo 1 >$TRACING/tracing_on
 }
@@ -292,6 +298,16 @@ probes_off() {
 heavy_probes_on() { probes_on fastreg_heavy "$HEAVY"; }
 heavy_probes_off() { probes_off fastreg_heavy "$HEAVY"; }
 
+# Allocation, seen where every allocation of fastreg's Rust code goes (the kernel crate's
+# allocators call krealloc_node_align or vrealloc_node_align; a free is a call of size 0,
+# filtered out). alloc_probes_on adds the kprobes (after heavy_probes_on: it clears the
+# trace); alloc_seen fails unless fastreg's own allocations were seen (the probes work) and
+# none came from a CQ's completion handler.
+ALLOCS="krealloc:krealloc_node_align_noprof vrealloc:vrealloc_node_align_noprof"
+alloc_probes_on() { probes_on fastreg_alloc "$ALLOCS" 'size=$arg2:u64' 'size > 0'; }
+alloc_probes_off() { probes_off fastreg_alloc "$ALLOCS"; }
+alloc_seen() { stacks_seen alloc; }
+
 # Teardown without polling: a connection's teardown, the device's removal and the drain
 # wait for events (a completion, the device's answer to a connect, the last of a count),
 # never in a loop of short sleeps. sleep_probes_on puts a kprobe with a stack trace on the
@@ -301,72 +317,16 @@ heavy_probes_off() { probes_off fastreg_heavy "$HEAVY"; }
 SLEEPS="usleep:usleep_range_state msleep:msleep"
 sleep_probes_on() { probes_on fastreg_sleep "$SLEEPS"; }
 sleep_probes_off() { probes_off fastreg_sleep "$SLEEPS"; }
-sleep_seen() {
-	python3 - "$TRACING/trace" >/tmp/sleep_seen <<'PY'
-import re, sys
-teardown = re.compile(r'teardown|out_of_connect|wait_background|wait_flushed|wait_idle|remove_device|shutdown')
-n, ours, bad, ev, stack = 0, 0, [], False, []
-def end():
-    global ours
-    if not ev:
-        return
-    mine = [f for f in stack if '[fastreg]' in f]
-    ours += bool(mine)
-    if any(teardown.search(f) for f in mine):
-        bad.append(mine[:6])
-for line in open(sys.argv[1], errors='replace'):
-    if line.startswith('#'):
-        continue
-    if line.startswith(' => '):
-        stack.append(line[4:].strip())
-        continue
-    if re.search(r': (usleep|msleep): \(', line):
-        end()
-        ev, stack = True, []
-        n += 1
-end()
-print('# timed sleeps seen: %d, %d from fastreg, %d in its teardown, removal or drain' % (n, ours, len(bad)))
-for st in bad[:3]:
-    print('# polling in teardown: ' + ' < '.join(st))
-sys.exit(1 if bad else 0)
-PY
+sleep_seen() { stacks_seen sleep; }
+heavy_seen() { stacks_seen heavy "$HEAVY"; }
+
+# stacks_seen KIND [SPEC]: tests/vm/trace_stacks.py's check KIND on the trace; its figures
+# as a diagnostic of the suite (fd 3, when it has one), and the check's.
+stacks_seen() {
+	python3 "$FASTREG_TOP/tests/vm/trace_stacks.py" "$1" "$TRACING/trace" "${2:-}" >/tmp/stacks_seen.$1
 	local rc=$?
-	cat /tmp/sleep_seen
-	return $rc
-}
-heavy_seen() {
-	python3 - "$TRACING/trace" "$HEAVY" >/tmp/heavy_seen <<'PY'
-import re, sys
-names = [p.split(':')[0] for p in sys.argv[2].split()]
-hits = dict.fromkeys(names, 0)
-bad, ev, stack, lost = [], None, [], 0
-def end():
-    if ev and any(re.search(r'ib_cq_poll_work|__ib_process_cq|ib_poll_handler|irq_poll', f) for f in stack):
-        bad.append((ev, stack[:12]))
-for line in open(sys.argv[1], errors='replace'):
-    if line.startswith('#'):
-        m = re.search(r'entries-in-buffer/entries-written: (\d+)/(\d+)', line)
-        lost = int(m.group(2)) - int(m.group(1)) if m else lost
-        continue
-    if line.startswith(' => '):
-        stack.append(line[4:].strip())
-        continue
-    m = re.search(r': (%s): \(' % '|'.join(names), line)
-    if m:
-        end()
-        ev, stack = m.group(1), []
-        hits[ev] += 1
-end()
-print('# heavy work seen: ' + ' '.join('%s=%d' % kv for kv in hits.items()) +
-      ', %d from a completion handler, %d trace entries lost' % (len(bad), lost))
-for ev, st in bad[:3]:
-    print('# %s in a completion handler: %s' % (ev, ' < '.join(st)))
-sys.exit(0 if all(hits.values()) and not bad and lost == 0 else 1)
-PY
-	local rc=$?
-	# The figures, as a diagnostic of the suite (fd 3, when it has one), and the check's.
-	{ head -n1 /tmp/heavy_seen >&3; } 2>/dev/null
-	cat /tmp/heavy_seen
+	{ head -n1 /tmp/stacks_seen.$1 >&3; } 2>/dev/null
+	cat /tmp/stacks_seen.$1
 	return $rc
 }
 

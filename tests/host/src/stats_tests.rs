@@ -53,6 +53,18 @@ fn error_kinds() {
     assert_eq!(ErrKind::of_errno(-5), ErrKind::Other);
 }
 
+#[test]
+fn restart_pause_backs_off_to_a_second() {
+    assert_eq!(restart_pause_ms(0), 10);
+    assert_eq!(restart_pause_ms(1), 20);
+    assert_eq!(restart_pause_ms(6), 640);
+    assert_eq!(restart_pause_ms(7), 1000);
+    assert_eq!(restart_pause_ms(u32::MAX), 1000);
+    for n in 0..64 {
+        assert!(restart_pause_ms(n) <= restart_pause_ms(n + 1));
+    }
+}
+
 proptest! {
     #[test]
     fn percentiles_are_close_and_merging_adds(
