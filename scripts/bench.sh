@@ -13,6 +13,7 @@
 # the tables together. Not part of `make test`.
 #
 #   make bench [PARAMS="k=v ..."] [BENCH_SECONDS=4] [BENCH_QUICK=1] [BENCH_REPS=3]
+#              [BENCH_CONCS="1 8 64"] (1 MiB at 256 in flight comes with 64)
 #              [BENCH_BEFORE=REV] [BENCH_SETUPS="vm siw x86_64-x86_64 x86_64-arm64-64k"]
 #
 # Every point is BENCH_REPS interleaved runs of fastreg and perftest (median ratio and its
@@ -34,7 +35,8 @@ done
 out=$FASTREG_TOP/build/bench
 mkdir -p "$out"
 params=${PARAMS:-}
-env=(env BENCH_SECONDS="${BENCH_SECONDS:-4}" BENCH_QUICK="${BENCH_QUICK:-}" BENCH_REPS="${BENCH_REPS:-3}")
+env=(env BENCH_SECONDS="${BENCH_SECONDS:-4}" BENCH_QUICK="${BENCH_QUICK:-}" BENCH_REPS="${BENCH_REPS:-3}"
+	BENCH_CONCS="${BENCH_CONCS:-1 8 64}")
 before_ko=
 if [ -n "${BENCH_BEFORE:-}" ]; then
 	rev=$(git -C "$FASTREG_TOP" rev-parse --verify "$BENCH_BEFORE^{commit}") ||
