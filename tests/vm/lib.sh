@@ -6,6 +6,11 @@ KO=${FASTREG_KO:-${FASTREG_TOP:?run through scripts/vm.sh}/fastreg.ko}
 DBG=/sys/kernel/debug/fastreg
 _n=0
 _failed=0
+# fd 3: the suite's own output, for diagnostics from inside a check (whose output is the
+# check's). Opened here for every suite: an fd 3 inherited from the guest's init is the
+# console, where a write can block for ever once the boot log is no longer read (08's
+# first trace check hung there).
+exec 3>&1
 
 ktap_begin() {
 	echo "KTAP version 1"
@@ -276,6 +281,8 @@ probes_on() {
 	local p e
 	echo 0 >$TRACING/tracing_on && echo >$TRACING/trace && echo 16384 >$TRACING/buffer_size_kb ||
 		return 1
+	# fastreg's symbols while it is loaded: a stack read after rmmod has bare addresses.
+	grep '\[fastreg\]$' /proc/kallsyms >/tmp/fastreg.kallsyms
 	for p in $2; do
 		e=$TRACING/events/$1/${p%%:*}
 		echo "p:$1/${p%%:*} ${p#*:} ${3:-}" >>$TRACING/kprobe_events || return 1
@@ -323,6 +330,8 @@ heavy_seen() { stacks_seen heavy "$HEAVY"; }
 # stacks_seen KIND [SPEC]: tests/vm/trace_stacks.py's check KIND on the trace; its figures
 # as a diagnostic of the suite (fd 3, when it has one), and the check's.
 stacks_seen() {
+	# Read with recording stopped (events still arriving make reading the trace slow).
+	echo 0 >$TRACING/tracing_on
 	python3 "$FASTREG_TOP/tests/vm/trace_stacks.py" "$1" "$TRACING/trace" "${2:-}" >/tmp/stacks_seen.$1
 	local rc=$?
 	{ head -n1 /tmp/stacks_seen.$1 >&3; } 2>/dev/null

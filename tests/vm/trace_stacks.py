@@ -14,9 +14,12 @@ The first line printed is the figures. An event's stack is the lines " => FRAME"
 the next "<stack trace>" line of the same CPU (the trace interleaves the CPUs' entries by
 time; other probes' events and stacks are never counted as this one's). ftrace prints a module's frames without the
 module's name: fastreg's are its Rust symbols (mangled, with the crate's name: "7fastreg")
-and its C helpers ("fastreg_...").
+and its C helpers ("fastreg_..."); once fastreg is unloaded, bare addresses, named from the
+copy of /proc/kallsyms that probes_on keeps (FASTREG_KALLSYMS, /tmp/fastreg.kallsyms).
 """
 
+import bisect
+import os
 import re
 import sys
 
@@ -24,6 +27,37 @@ FASTREG = re.compile(r"7fastreg|\bfastreg_|\[fastreg\]")
 HANDLER = re.compile(r"ib_cq_poll_work|__ib_process_cq|ib_poll_handler|irq_poll")
 TEARDOWN = re.compile(
     r"teardown|out_of_connect|wait_background|wait_flushed|wait_idle|remove_device|shutdown")
+
+
+def symbols(path):
+    """fastreg's symbols from a copy of /proc/kallsyms taken while it was loaded: sorted
+    (address, name). ftrace names a frame when the trace is read, so a module unloaded
+    since prints its frames as bare addresses."""
+    out = []
+    try:
+        for line in open(path, errors="replace"):
+            w = line.split()
+            if len(w) >= 3 and w[-1] == "[fastreg]":
+                out.append((int(w[0], 16), w[2]))
+    except OSError:
+        pass
+    return sorted(out)
+
+
+SYMS = symbols(os.environ.get("FASTREG_KALLSYMS", "/tmp/fastreg.kallsyms"))
+
+
+def name(frame):
+    """A frame's name: as printed, or looked up in fastreg's symbols when printed as a bare
+    address (within fastreg's symbols, plus 64 KiB past the last one)."""
+    m = re.fullmatch(r"0x([0-9a-f]+)", frame)
+    if not m or not SYMS:
+        return frame
+    addr = int(m.group(1), 16)
+    i = bisect.bisect_right(SYMS, (addr, "\uffff")) - 1
+    if i < 0 or addr > SYMS[-1][0] + (64 << 10):
+        return frame
+    return SYMS[i][1]
 
 
 def events(path, names):
@@ -41,7 +75,7 @@ def events(path, names):
             continue
         if line.startswith(" => "):
             if stack is not None:
-                stack.append(line[4:].strip())
+                stack.append(name(line[4:].strip()))
             continue
         c = cpu.search(line)
         c = c.group(1) if c else "?"

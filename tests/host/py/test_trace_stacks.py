@@ -103,6 +103,22 @@ class Checks(unittest.TestCase):
         self.assertTrue(self.run_check("heavy", t, "map_sg:fastreg_ib_dma_map_sg"))
         self.assertFalse(self.run_check("alloc", t))
 
+    def test_unloaded_module_frames_are_named(self):
+        # Read after rmmod: fastreg's frames are bare addresses; the copy of kallsyms
+        # taken while it was loaded names them, and the teardown's sleep is found.
+        syms = [(0xffffffffa0090000, "_RNvMs_7fastreg6device6DevRes4spawn"),
+                (0xffffffffa0095000, TEARDOWN)]
+        saved = ts.SYMS
+        ts.SYMS = sorted(syms)
+        try:
+            t = trace(event("msleep", "msleep", ["0xffffffffa00955e1", "process_one_work"]))
+            self.assertFalse(self.run_check("sleep", t))
+            # An address past fastreg's symbols is not fastreg's.
+            t = trace(event("msleep", "msleep", ["0xffffffffc0000000", "process_one_work"]))
+            self.assertTrue(self.run_check("sleep", t))
+        finally:
+            ts.SYMS = saved
+
     def test_heavy_in_handler_fails(self):
         t = trace(event("cpu", "fastreg_ib_dma_sync_sg_for_cpu",
                         [HANDLER, "__ib_process_cq", "ib_cq_poll_work"]))
