@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # `make test`: host unit tests (cargo test, and python3 -m unittest for fastreg-lst's
-# console), the module builds, the VM tests, then the multi-node tests
+# console and the VM tests' trace reader), the module builds, the VM tests, then the multi-node tests
 # (tests/cluster, through scripts/cluster.sh). Ends with the line
 # "N passed, N failed" over all of them; exits non-zero if anything failed. After each
 # step (and each suite) a progress line: the time so far and an estimate of the whole.
@@ -42,7 +42,7 @@ echo "host tests: $p passed, $f failed"
 add "$p" "$f"
 progress_done "host tests" $((SECONDS - t))
 
-echo "==== host tests (python3 -m unittest: fastreg-lst's console)"
+echo "==== host tests (python3 -m unittest: fastreg-lst's console, tests/vm/trace_stacks.py)"
 t=$SECONDS
 out=$(PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/host/py 2>&1)
 rc=$?
