@@ -215,7 +215,7 @@ def work_items(op, size, conc):
     events whose work function is in fastreg: before and after alike, no counter of its own
     needed), and the time from a completion to the next post (kprobes on the device's
     functions)."""
-    ev = f"{TRACING}/events/workqueue/workqueue_queue_work"
+    ev = "events/workqueue/workqueue_queue_work/enable"
     cqe, post = PROBES.get(os.environ.get("FASTREG_RDMA", "rxe"), PROBES["rxe"])
     probes = False
     try:
@@ -228,13 +228,11 @@ def work_items(op, size, conc):
             probes = True
         except OSError as e:
             log(f"completion to post not measured: {e}")
-        with open(f"{ev}/enable", "w") as f:
-            f.write("1")
+        tracefs(ev, "1")
         tracefs("tracing_on", "1")
         r = lst("brw", op, "--size", str(size), "--concurrency", str(conc), "--seconds", "1")
         tracefs("tracing_on", "0")
-        with open(f"{ev}/enable", "w") as f:
-            f.write("0")
+        tracefs(ev, "0")
         with open(f"{TRACING}/trace") as f:
             text = f.read()
     except OSError as e:

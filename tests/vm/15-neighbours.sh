@@ -102,19 +102,8 @@ held_behind() {
 	[ "$worst" -lt $((xfer / 2)) ]
 }
 check "  no read held behind a 32 MiB check or fill" held_behind
-# counts_back: the device's resource counts are those from before fastreg was loaded.
-counts_back() {
-	local now
-	now=$(resource_counts)
-	[ "$now" = "$before" ] && return 0
-	diff <(echo "$before") <(echo "$now")
-	return 1
-}
-check "unload" unload
-check "no fastreg RDMA resources left" no_fastreg_resources
-check "rdma resource counts back to what they were before loading" wait_for counts_back
+unload_checks "$before"
 nvme_down
 check "nvme-rdma disconnected" bash -c "! nvme list 2>/dev/null | grep -q /dev/nvme"
 modprobe -r nvme-rdma nvmet-rdma nvmet
-check "no kernel report (and no leak, where kmemleak is on)" no_kernel_errors
 ktap_end
