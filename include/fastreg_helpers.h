@@ -74,7 +74,11 @@ struct ib_mr *fastreg_ib_alloc_mr(struct ib_pd *pd, u32 max_num_sg);
 /* ib_map_mr_sg(); exported, wrapped for error injection. */
 int fastreg_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
 			 unsigned int *sg_offset, unsigned int page_size);
-/* ib_alloc_cq() is a macro that passes KBUILD_MODNAME (IB_POLL_WORKQUEUE, vector 0). */
+/* spin_lock_bh(), spin_unlock_bh() and spin_trylock_bh() are static inline. */
+void fastreg_spin_lock_bh(spinlock_t *lock);
+void fastreg_spin_unlock_bh(spinlock_t *lock);
+int fastreg_spin_trylock_bh(spinlock_t *lock);
+/* ib_alloc_cq() is a macro that passes KBUILD_MODNAME (IB_POLL_SOFTIRQ, vector 0). */
 struct ib_cq *fastreg_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe);
 /* rdma_create_qp(), rdma_connect(), rdma_accept(); exported, wrapped for error injection. */
 int fastreg_rdma_create_qp(struct rdma_cm_id *id, struct ib_pd *pd,

@@ -344,8 +344,8 @@ impl Console {
     fn start(&self, iface: Arc<Iface>, s: Start, generation: u64) -> Result {
         let me = self.inner.clone();
         let q = verbs::module_wq().ok_or(ENODEV)?;
-        // Called on the receive path (a completion workqueue that may serve reclaim): no
-        // allocation that waits for memory.
+        // Called on the connection's work item, with its lock released; it may serve
+        // reclaim: no allocation that waits for memory.
         q.try_spawn(GFP_NOWAIT, move || me.run(iface, s, generation))
             .map_err(|_| ENOMEM)
     }

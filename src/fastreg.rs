@@ -29,6 +29,7 @@ mod pool;
 mod ratelimit;
 mod region;
 mod report;
+mod room;
 mod session;
 mod share;
 mod show;

@@ -8,11 +8,14 @@
 //! hands out MRs in the `Free` state and only takes back `Invalidated` ones
 //! ([`crate::mr_state`]); an MR whose registration or invalidation failed is destroyed,
 //! never reused. A transfer takes all the MRs it needs at once, so transfers waiting for
-//! MRs cannot deadlock each other; it waits (bounded) when the pool is exhausted, and
-//! waiting transfers are served first come, first served.
+//! MRs cannot deadlock each other; when the pool is exhausted its connection waits in a
+//! line, without a thread, served first come, first served ([`Waiter`]).
+//!
+//! The pool's lock is a spinlock, taken by completion handlers: MRs are allocated with it
+//! released, and MRs that go are deregistered by [`Pool::reap`] in process context.
 
 use kernel::{
-    new_condvar, new_mutex,
+    alloc::kvec::PushError,
     prelude::*,
     sync::{
         atomic::{
@@ -20,16 +23,17 @@ use kernel::{
             Relaxed, //
         },
         Arc,
-        CondVar,
-        Mutex, //
     },
     time::{
-        msecs_to_jiffies,
         Delta,
         Instant,
-        Monotonic,
-        Msecs, //
+        Monotonic, //
     },
+};
+
+use crate::verbs::{
+    new_bh_spinlock,
+    BhSpinLock, //
 };
 
 use crate::{
@@ -40,13 +44,13 @@ use crate::{
         Mapped,
         Registered, //
     },
+    room::swap_bigger,
     verbs::{
         FrMr,
         Mr,
         Pd,
         Tally, //
     },
-    wait,
 };
 
 /// A connection whose transfers wait for MRs ([`Pool::try_get`]): told when MRs come
@@ -57,7 +61,11 @@ pub(crate) trait Waiter: Send + Sync {
     fn mrs_back(self: Arc<Self>);
 }
 
-/// [`Pool::try_get`] without `grow`: MRs must be allocated first, where that may be done.
+/// Connections the pool's line has room for at first (it grows where it may allocate).
+const LINE_ROOM: usize = 16;
+
+/// [`Pool::try_get`] without `grow`: MRs must be allocated (or room made in the line)
+/// first, where that may be done.
 pub(crate) const GROW: Error = ENOSPC;
 
 /// Whether `a` and `b` are the same waiter.
@@ -116,21 +124,25 @@ impl Counters {
     }
 }
 
+/// The pool's lists. A spinlock guards them (the completion handlers give MRs back and
+/// take them): nothing under it sleeps or allocates, and no MR handle is dropped under it
+/// (dropping the last one deregisters the MR, which may sleep).
+///
+/// # Invariants
+///
+/// `free` and `dead` each have room for every live MR (reserved before an MR is counted
+/// in `live`, [`Pool::count_in`]), so putting an MR on either never allocates.
 struct Inner {
     /// Free MRs, oldest first, with the time they became free.
     free: KVec<(FrMr<Free>, Instant<Monotonic>)>,
-    /// MRs allocated (free, in use, or being allocated), as of the last [`Inner::count`]:
-    /// MRs leave it when their handle is dropped, whatever the path.
+    /// MRs that go (idle beyond `pool_size`, or destroyed after a failure), deregistered by
+    /// [`Pool::reap`] in process context, without the lock.
+    dead: KVec<Mr>,
+    /// MRs allocated (free, in use, dead, or being allocated), as of the last
+    /// [`Inner::count`]: MRs leave it when their handle is dropped, whatever the path.
     live: u32,
-    /// Tickets of the takers waiting for MRs, oldest first: MRs go to the oldest one
-    /// (first come, first served), so a taker that gives MRs back and asks again cannot
-    /// starve one that has been waiting.
-    waiting: KVec<u64>,
-    /// The next ticket.
-    next_ticket: u64,
-    /// The connections whose transfers wait for MRs without a thread, oldest first: the
-    /// first is told when MRs come back ([`Waiter`]). Threads that wait (`waiting`) go
-    /// first.
+    /// The connections whose transfers wait for MRs, oldest first: the first is told when
+    /// MRs come back ([`Waiter`]).
     line: KVec<Arc<dyn Waiter>>,
     /// When a failed `ib_alloc_mr` was last logged (at most once a second), and how many
     /// failed since.
@@ -139,39 +151,25 @@ struct Inner {
 }
 
 impl Inner {
-    /// Whether the taker holding `ticket` (`None`: not queued yet) may take MRs now.
-    fn turn(&self, ticket: Option<u64>) -> bool {
-        match ticket {
-            None => self.waiting.is_empty(),
-            Some(t) => self.waiting.first() == Some(&t),
+    /// Puts a free MR on the free list (within the room of the type invariant).
+    fn keep(&mut self, mr: FrMr<Free>, now: Instant<Monotonic>) {
+        if let Err(PushError((mr, _))) = self.free.push_within_capacity((mr, now)) {
+            self.bury(mr.into_handle());
         }
     }
 
-    /// Queues a new taker; returns its ticket.
-    fn enqueue(&mut self) -> Result<u64> {
-        let t = self.next_ticket;
-        self.waiting.push(t, GFP_KERNEL)?;
-        self.next_ticket += 1;
-        Ok(t)
-    }
-
-    /// Puts a free MR on the free list. Room for every live MR was reserved when it was
-    /// allocated, so this does not allocate; if it failed anyway, the MR is freed (and no
-    /// longer counted, as every dropped handle).
-    fn keep(&mut self, mr: FrMr<Free>, now: Instant<Monotonic>) {
-        let _ = self.free.push((mr, now), GFP_NOWAIT);
+    /// Puts an MR that goes on the dead list (within the room of the type invariant).
+    fn bury(&mut self, mr: Mr) {
+        if let Err(PushError(mr)) = self.dead.push_within_capacity(mr) {
+            // Not reached (type invariant); dropping it here could sleep under the lock.
+            pr_err!("fast-registration pool: no room for a dead MR: leaking it\n");
+            core::mem::forget(mr);
+        }
     }
 
     /// Takes the MRs whose handles were dropped off the live count.
     fn count(&mut self, tally: &Tally) {
         self.live = self.live.saturating_sub(tally.take());
-    }
-
-    /// Takes `ticket` (if any) out of the queue.
-    fn dequeue(&mut self, ticket: Option<u64>) {
-        if let Some(t) = ticket {
-            self.waiting.retain(|w| *w != t);
-        }
     }
 }
 
@@ -183,9 +181,7 @@ pub(crate) struct Pool {
     /// Dropped handles of this pool's MRs.
     tally: Arc<Tally>,
     #[pin]
-    inner: Mutex<Inner>,
-    #[pin]
-    freed: CondVar,
+    inner: BhSpinLock<Inner>,
     counters: Counters,
 }
 
@@ -197,24 +193,23 @@ impl Pool {
     /// A pool on `pd` with `cfg.size` MRs allocated now.
     pub(crate) fn new(pd: Arc<Pd>, cfg: PoolConfig) -> Result<Arc<Self>> {
         let tally = Tally::new()?;
+        let line = KVec::with_capacity(LINE_ROOM, GFP_KERNEL)?;
         let pool = Arc::pin_init(
             pin_init!(Self {
                 pd,
                 cfg,
                 tally,
-                inner <- new_mutex!(
+                inner <- new_bh_spinlock!(
                     Inner {
                         free: KVec::new(),
+                        dead: KVec::new(),
                         live: 0,
-                        waiting: KVec::new(),
-                        next_ticket: 0,
                         warned: None,
                         unwarned: 0,
-                        line: KVec::new(),
+                        line,
                     },
                     "fastreg::Pool::inner"
                 ),
-                freed <- new_condvar!("fastreg::Pool::freed"),
                 counters: Counters::new(),
             }),
             GFP_KERNEL,
@@ -224,7 +219,7 @@ impl Pool {
         let mut inner = pool.inner.lock();
         let now = Instant::now();
         for mr in fresh.drain_all() {
-            inner.free.push((mr, now), GFP_KERNEL)?;
+            inner.keep(mr, now);
         }
         drop(inner);
         Ok(pool)
@@ -247,26 +242,42 @@ impl Pool {
         (inner.live, inner.free.len() as u32)
     }
 
-    /// Allocates `n` MRs into `out`, counting them as live. On failure, what was
-    /// allocated is freed and not counted.
-    fn allocate(&self, n: u32, out: &mut KVec<FrMr<Free>>) -> Result {
-        {
+    /// Counts `n` more live MRs, once `free` and `dead` have room for all of them (the
+    /// type invariant of [`Inner`]); the room is allocated with the lock released.
+    fn count_in(&self, n: u32) -> Result {
+        loop {
+            let want = {
+                let mut inner = self.inner.lock();
+                inner.count(&self.tally);
+                let want = (inner.live + n) as usize;
+                if inner.free.capacity() >= want && inner.dead.capacity() >= want {
+                    inner.live += n;
+                    return Ok(());
+                }
+                want
+            };
+            let mut free = KVec::with_capacity(want, GFP_KERNEL)?;
+            let mut dead = KVec::with_capacity(want, GFP_KERNEL)?;
             let mut inner = self.inner.lock();
-            inner.count(&self.tally);
-            // Room for every live MR to come back, so `put` never allocates; counted only
-            // once the room is there.
-            let want = (inner.live + n) as usize;
-            let have = inner.free.len();
-            inner.free.reserve(want.saturating_sub(have), GFP_KERNEL)?;
-            inner.live += n;
+            swap_bigger(&mut inner.free, &mut free);
+            swap_bigger(&mut inner.dead, &mut dead);
+            drop(inner);
+            // The old vectors (empty) are freed here.
         }
+    }
+
+    /// Allocates `n` MRs into `out`, counting them as live. On failure, what was
+    /// allocated is freed and not counted. Process context, no lock held.
+    fn allocate(&self, n: u32, out: &mut KVec<FrMr<Free>>) -> Result {
+        // Room for every live MR to come back or go, so `put` and `destroy` never
+        // allocate; counted only once the room is there.
+        self.count_in(n)?;
         let start = out.len();
         // On failure the MRs not allocated leave the count here, the allocated ones (whose
         // handles are counted) as they drop.
         let fail = |out: &mut KVec<FrMr<Free>>, not_allocated: u32, e: Error| {
             self.inner.lock().live -= not_allocated;
             out.truncate(start);
-            self.freed.notify_all();
             Err(e)
         };
         for i in 0..n {
@@ -325,117 +336,139 @@ impl Pool {
     }
 
     /// Takes `n` free MRs into `out`, all or none, leaving at least `reserve` MRs free or
-    /// allocatable after the take: from the free list, allocating up to `pool_max`, or
-    /// waiting up to `wait_ms` for MRs to come back (`None`: not waiting, `EAGAIN` if none
-    /// can be had now).
-    pub(crate) fn get_leaving(
-        &self,
-        n: u32,
-        reserve: u32,
-        out: &mut KVec<FrMr<Free>>,
-        wait_ms: Option<Msecs>,
-    ) -> Result {
+    /// allocatable after the take: from the free list, or allocating up to `pool_max`;
+    /// `EAGAIN` if none can be had now. Process context (it may allocate).
+    pub(crate) fn get_leaving(&self, n: u32, reserve: u32, out: &mut KVec<FrMr<Free>>) -> Result {
         self.can_ever(n, reserve)?;
         out.reserve(n as usize, GFP_KERNEL)?;
-        let mut left = msecs_to_jiffies(wait_ms.unwrap_or(0));
-        // Takers that wait are served in arrival order; one that does not wait (serving)
-        // only takes what the waiting takers leave (their `reserve`).
-        let mut ticket = None;
-        let mut waited = false;
-        let mut inner = self.inner.lock();
-        loop {
-            self.shrink(&mut inner);
-            let free = inner.free.len() as u32;
-            let room = free + self.cfg.max.saturating_sub(inner.live);
-            let turn = wait_ms.is_none() || inner.turn(ticket);
-            if !turn || room < n + reserve {
-                // Wait below.
-            } else {
-                inner.dequeue(ticket);
-                let next = !inner.waiting.is_empty();
-                let r = if free >= n {
-                    let at = inner.free.len() - n as usize;
-                    // Newest first: the oldest stay idle and can be released.
-                    while inner.free.len() > at {
-                        if let Some((mr, _)) = inner.free.pop() {
-                            out.push(mr, GFP_KERNEL)?;
-                        }
-                    }
-                    drop(inner);
-                    Ok(())
-                } else {
-                    let missing = n - free;
-                    // Growing by a quarter of the pool at least: a load that ramps up
-                    // reaches its working set in a few steps, not one `ib_alloc_mr` at a
-                    // time on the data path. Within `pool_max` (`room` covers `missing`).
-                    let spare = (inner.live / 4).min(self.cfg.max - inner.live - missing);
-                    // Take what is free, allocate the rest without holding the lock.
-                    while let Some((mr, _)) = inner.free.pop() {
-                        out.push(mr, GFP_KERNEL)?;
-                    }
-                    drop(inner);
-                    match self.allocate(missing + spare, out) {
-                        Ok(()) => {
-                            let mut inner = self.inner.lock();
-                            let now = Instant::now();
-                            for _ in 0..spare {
-                                if let Some(mr) = out.pop() {
-                                    inner.keep(mr, now);
-                                }
-                            }
-                            Ok(())
-                        }
-                        Err(e) => {
-                            // Give back what was taken.
-                            let mut inner = self.inner.lock();
-                            let now = Instant::now();
-                            for mr in out.drain_all() {
-                                inner.keep(mr, now);
-                            }
-                            Err(e)
-                        }
-                    }
-                };
-                if next {
-                    // The next taker in line may be served by what is left.
-                    self.freed.notify_all();
-                }
-                return r;
-            }
-            if !waited {
-                waited = true;
+        self.take_leaving(n, reserve, out, true)
+    }
+
+    /// Takes `n` free MRs into `out`, all or none, leaving `reserve` (as
+    /// [`Pool::get_leaving`]), without allocating: into the room `out` has, from the free
+    /// list; `EAGAIN` when they are not free now. It may run under a spinlock.
+    pub(crate) fn take_now(&self, n: u32, reserve: u32, out: &mut KVec<FrMr<Free>>) -> Result {
+        self.can_ever(n, reserve)?;
+        if out.capacity() - out.len() < n as usize {
+            return Err(EAGAIN);
+        }
+        match self.take_leaving(n, reserve, out, false) {
+            Err(e) if e == GROW => {
                 inc(&self.counters.waits, 1);
+                Err(EAGAIN)
             }
-            if wait_ms.is_none() {
-                return Err(EAGAIN);
+            r => r,
+        }
+    }
+
+    /// [`Pool::get_leaving`] into room `out` already has; without `grow`, [`GROW`] when
+    /// the free list holds too few (nothing is allocated: it may run under a spinlock).
+    fn take_leaving(&self, n: u32, reserve: u32, out: &mut KVec<FrMr<Free>>, grow: bool) -> Result {
+        let mut inner = self.inner.lock();
+        self.shrink(&mut inner);
+        let free = inner.free.len() as u32;
+        let room = free + self.cfg.max.saturating_sub(inner.live);
+        if room < n + reserve {
+            drop(inner);
+            inc(&self.counters.waits, 1);
+            return Err(EAGAIN);
+        }
+        if free >= n {
+            // Newest first: the oldest stay idle and can be released.
+            for _ in 0..n {
+                if let Some((mr, _)) = inner.free.pop() {
+                    // Within the room reserved above.
+                    let _ = out.push_within_capacity(mr);
+                }
             }
-            if ticket.is_none() {
-                ticket = Some(inner.enqueue()?);
+            return Ok(());
+        }
+        if !grow {
+            return Err(GROW);
+        }
+        let missing = n - free;
+        // Growing by a quarter of the pool at least: a load that ramps up reaches its
+        // working set in a few steps, not one `ib_alloc_mr` at a time on the data path.
+        // Within `pool_max` (`room` covers `missing`).
+        let spare = (inner.live / 4).min(self.cfg.max - inner.live - missing);
+        // Take what is free, allocate the rest without holding the lock.
+        while let Some((mr, _)) = inner.free.pop() {
+            // Within the room reserved above (`free < n`).
+            let _ = out.push_within_capacity(mr);
+        }
+        drop(inner);
+        let r = self.allocate(missing + spare, out);
+        let mut inner = self.inner.lock();
+        let now = Instant::now();
+        match r {
+            Ok(()) => {
+                for _ in 0..spare {
+                    if let Some(mr) = out.pop() {
+                        inner.keep(mr, now);
+                    }
+                }
+                Ok(())
             }
-            let gone = if left == 0 {
-                inc(&self.counters.timeouts, 1);
-                Some(ETIMEDOUT)
-            } else if !wait::step(&self.freed, &mut inner, &mut left) {
-                Some(ERESTARTSYS)
-            } else {
-                None
-            };
-            if let Some(e) = gone {
-                // Leaving the line may make the next taker the first.
-                inner.dequeue(ticket);
-                drop(inner);
-                self.freed.notify_all();
-                return Err(e);
+            Err(e) => {
+                // Give back what was taken.
+                for mr in out.drain_all() {
+                    inner.keep(mr, now);
+                }
+                Err(e)
             }
         }
     }
 
-    /// [`Pool::get_leaving`] without waiting, for a transfer advanced by events: when the
-    /// MRs cannot be had now, or others wait for them first, `me` joins the line (once)
-    /// and this returns `EAGAIN`; `me` is told when MRs come back and it is first. Its
-    /// place is kept until it takes MRs or [`Pool::leave`]s. Without `grow` (a completion
-    /// handler) it allocates nothing: when its turn needs MRs allocated it returns
-    /// [`GROW`], keeping its place, for the caller to try again where it may allocate.
+    /// What [`Pool::try_get`] without `grow` said [`GROW`] for, done with no lock held:
+    /// room in the line for one more connection, and MRs allocated so that `n` are free
+    /// (growing by a quarter of the pool at least, within `pool_max`; when that leaves too
+    /// little, none: the taker waits in line). Returns whether anything changed.
+    pub(crate) fn grow(&self, n: u32) -> Result<bool> {
+        let mut changed = self.line_room()?;
+        let more = {
+            let mut inner = self.inner.lock();
+            self.shrink(&mut inner);
+            let free = inner.free.len() as u32;
+            let room = self.cfg.max.saturating_sub(inner.live);
+            if free >= n || room < n - free {
+                return Ok(changed);
+            }
+            let missing = n - free;
+            missing + (inner.live / 4).min(room - missing)
+        };
+        let mut fresh = KVec::with_capacity(more as usize, GFP_KERNEL)?;
+        self.allocate(more, &mut fresh)?;
+        let mut inner = self.inner.lock();
+        let now = Instant::now();
+        for mr in fresh.drain_all() {
+            inner.keep(mr, now);
+            changed = true;
+        }
+        Ok(changed)
+    }
+
+    /// Makes room in the line for one more connection, with the lock released (where it
+    /// may allocate). Returns whether it did (there was none).
+    fn line_room(&self) -> Result<bool> {
+        let want = {
+            let inner = self.inner.lock();
+            if inner.line.len() < inner.line.capacity() {
+                return Ok(false);
+            }
+            inner.line.len() * 2 + 4
+        };
+        let mut line = KVec::with_capacity(want, GFP_KERNEL)?;
+        swap_bigger(&mut self.inner.lock().line, &mut line);
+        Ok(true)
+    }
+
+    /// [`Pool::get_leaving`] for a transfer advanced by events: when the MRs cannot be had
+    /// now, or others wait for them first, `me` joins the line (once) and this returns
+    /// `EAGAIN`; `me` is told when MRs come back and it is first. Its place is kept until
+    /// it takes MRs or [`Pool::leave`]s. Without `grow` (a completion handler) it
+    /// allocates nothing: when its turn needs MRs allocated, or the line needs room, it
+    /// returns [`GROW`], keeping its place, for the caller to try again where it may
+    /// allocate.
     pub(crate) fn try_get(
         &self,
         n: u32,
@@ -445,17 +478,21 @@ impl Pool {
         grow: bool,
     ) -> Result {
         self.can_ever(n, reserve)?;
+        if grow {
+            let _ = self.line_room()?;
+        }
         {
             let mut inner = self.inner.lock();
             self.shrink(&mut inner);
             let pos = inner.line.iter().position(|w| same(w, me));
-            let turn = inner.waiting.is_empty() && pos.is_none_or(|p| p == 0);
-            let turn = turn && (pos.is_some() || inner.line.is_empty());
+            let turn = pos.is_none_or(|p| p == 0) && (pos.is_some() || inner.line.is_empty());
             let room = inner.free.len() as u32 + self.cfg.max.saturating_sub(inner.live);
             if !turn || room < n.saturating_add(reserve) {
                 if pos.is_none() {
+                    if inner.line.push_within_capacity(me.clone()).is_err() {
+                        return Err(GROW);
+                    }
                     inc(&self.counters.waits, 1);
-                    inner.line.push(me.clone(), GFP_KERNEL)?;
                 }
                 return Err(EAGAIN);
             }
@@ -469,16 +506,19 @@ impl Pool {
                 let _ = inner.line.remove(p);
             }
         }
-        let r = self.get_leaving(n, reserve, out, None);
-        if let Err(e) = &r {
-            if *e == EAGAIN {
-                // A taker that does not wait (serving) came first: first in line again.
-                let mut inner = self.inner.lock();
-                if inner.line.reserve(1, GFP_KERNEL).is_ok() {
-                    let _ = inner.line.insert_within_capacity(0, me.clone());
-                }
-                return r;
+        let r = if grow {
+            self.get_leaving(n, reserve, out)
+        } else {
+            // Room in `out` was checked above.
+            self.take_leaving(n, reserve, out, false)
+        };
+        if r == Err(EAGAIN) || r == Err(GROW) {
+            // A taker that does not wait (serving) came first: first in line again.
+            let mut inner = self.inner.lock();
+            if inner.line.insert_within_capacity(0, me.clone()).is_err() {
+                return Err(GROW);
             }
+            return r;
         }
         self.wake_line();
         r
@@ -532,15 +572,16 @@ impl Pool {
     fn shrink(&self, inner: &mut Inner) {
         inner.count(&self.tally);
         let idle = Delta::from_secs(self.cfg.idle_secs.into());
-        while inner.live > self.cfg.size {
+        while inner.live.saturating_sub(inner.dead.len() as u32) > self.cfg.size {
             match inner.free.first() {
                 Some((_, since)) if since.elapsed() >= idle => {}
                 _ => break,
             }
             if let Ok((mr, _)) = inner.free.remove(0) {
-                drop(mr.into_handle());
+                // Deregistered by `reap`, without the lock; no longer free, and counted
+                // out of `live` then.
+                inner.bury(mr.into_handle());
             }
-            inner.count(&self.tally);
             inc(&self.counters.released, 1);
         }
     }
@@ -579,7 +620,6 @@ impl Pool {
         self.shrink(&mut inner);
         let first = inner.line.first().cloned();
         drop(inner);
-        self.freed.notify_all();
         if let Some(w) = first {
             w.mrs_back();
         }
@@ -588,17 +628,33 @@ impl Pool {
     /// Gives back a free MR that was not used (the transfer failed before mapping it).
     pub(crate) fn put_free(&self, mr: FrMr<Free>) {
         self.inner.lock().keep(mr, Instant::now());
-        self.freed.notify_all();
         self.wake_line();
     }
 
     /// Destroys an MR whose state is unknown (a work request on it failed): it is never
-    /// reused. It is deregistered when the last work request chain naming it is gone.
+    /// reused. Its handle goes to the dead list, dropped by [`Pool::reap`]; it is
+    /// deregistered when that and the last work request chain naming it are gone.
     pub(crate) fn destroy(&self, mr: Mr) {
-        // Dropping the handle takes it off the live count.
-        drop(mr);
+        self.inner.lock().bury(mr);
         inc(&self.counters.errors, 1);
-        self.freed.notify_all();
-        self.wake_line();
+    }
+
+    /// Deregisters the MRs that went (destroyed, or idle beyond `pool_size`), one at a
+    /// time with the lock released, then tells the first connection in line if any went.
+    /// In process context, where sleeping is allowed: never from a completion handler.
+    pub(crate) fn reap(&self) {
+        let mut any = false;
+        loop {
+            let Some(mr) = self.inner.lock().dead.pop() else {
+                break;
+            };
+            // Dropping the handle takes it off the live count (and deregisters the MR
+            // unless a chain in flight still names it).
+            drop(mr);
+            any = true;
+        }
+        if any {
+            self.wake_line();
+        }
     }
 }

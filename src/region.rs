@@ -119,23 +119,17 @@ impl Region {
         access: Access,
         chain: &mut SendChain,
         out: &mut KVec<FrMr<Registered>>,
-        wait_ms: Option<u32>,
     ) -> Result {
-        let free = self.take(pool, 0, wait_ms)?;
+        let free = self.take(pool, 0)?;
         self.register_taken(pool, access, chain, out, free)
     }
 
     /// Takes the MRs the region needs from the pool, leaving `reserve` (see
-    /// [`crate::pool::Pool::reserve`]), waiting up to `wait_ms` if given.
-    pub(crate) fn take(
-        &self,
-        pool: &Pool,
-        reserve: u32,
-        wait_ms: Option<u32>,
-    ) -> Result<KVec<FrMr<Free>>> {
+    /// [`crate::pool::Pool::reserve`]); `EAGAIN` when they cannot be had now.
+    pub(crate) fn take(&self, pool: &Pool, reserve: u32) -> Result<KVec<FrMr<Free>>> {
         let n = self.nmrs();
         let mut free: KVec<FrMr<Free>> = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-        pool.get_leaving(n, reserve, &mut free, wait_ms)?;
+        pool.get_leaving(n, reserve, &mut free)?;
         Ok(free)
     }
 
@@ -152,8 +146,9 @@ impl Region {
         mut free: KVec<FrMr<Free>>,
     ) -> Result {
         let n = self.nmrs();
-        // Room the caller (a transfer's record) reserved already: no allocation then.
-        out.reserve(n as usize, GFP_KERNEL)?;
+        // Room the caller (a transfer's record, a served transfer's lists) reserved
+        // already: no allocation then (and never a sleeping one: callers hold a spinlock).
+        out.reserve(n as usize, GFP_NOWAIT)?;
         let start = out.len();
         let mut r = Ok(());
         for s in self.spans.iter() {
@@ -309,7 +304,7 @@ pub(crate) fn source_chain(
     inv: &mut KVec<FrMr<Invalidating>>,
 ) -> Result {
     if taken.is_empty() {
-        region.register(pool, Access::LOCAL_READ, chain, local, None)?;
+        region.register(pool, Access::LOCAL_READ, chain, local)?;
     } else {
         region.register_taken(pool, Access::LOCAL_READ, chain, local, taken)?;
     }
@@ -340,7 +335,8 @@ pub(crate) fn invalidate(
         };
         let (i, rkey) = pool.invalidate(reg);
         chain.local_inv(&i, rkey)?;
-        inv.push(i, GFP_KERNEL)?;
+        // Within the room the caller reserved (see `register_taken`).
+        inv.push(i, GFP_NOWAIT)?;
     }
     Ok(())
 }

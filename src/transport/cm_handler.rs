@@ -13,25 +13,48 @@ impl CmHandler for Ctx {
             // that and nothing else: an event the state does not expect (a late one, after
             // a teardown began) comes back as `Action::None`.
             CmEvent::AddrResolved => {
-                if conn.on(&mut st, Event::AddrResolved, "") == Action::ResolveRoute
-                    && ep.resolve_route(RESOLVE_MS).is_err()
-                {
+                if conn.on(&mut st, Event::AddrResolved, "") != Action::ResolveRoute {
+                    return;
+                }
+                // `rdma_resolve_route` takes rdma_cm's mutexes: with the lock released
+                // (`setting_up`: a teardown meanwhile waits for it).
+                st.setting_up = true;
+                drop(st);
+                let r = ep.resolve_route(RESOLVE_MS);
+                let mut st = conn.st.lock();
+                st.setting_up = false;
+                conn.cv.notify_all();
+                if r.is_err() {
                     conn.on(&mut st, Event::Failed, "route resolution failed");
                 }
             }
             CmEvent::RouteResolved => {
-                // Under the connection's lock, so teardown either came first (then the
-                // state says so and nothing is set up) or finds everything set up here.
-                // The handler only borrows its endpoint: the connection owns it.
+                // The QP and the slots are made with the lock released (`setting_up`): a
+                // teardown meanwhile waits for them, then finds everything set up, or came
+                // first (then the state says so and nothing is installed). The handler
+                // only borrows its endpoint: the connection owns it.
                 if conn.on(&mut st, Event::RouteResolved, "") != Action::Connect {
                     return;
                 }
                 let asked = st.asked;
+                let was = st.state;
+                st.setting_up = true;
+                drop(st);
                 let res = &conn.iface.res;
                 let caps = Conn::caps(res, asked.queue_depth, asked.max_payload, asked.max_regs);
-                let r = ep
+                let slots = ep
                     .create_qp(&res.pd, caps)
-                    .and_then(|()| conn.setup(&mut st, &ep, asked.queue_depth));
+                    .and_then(|()| conn.slots(&asked, asked.queue_depth));
+                st = conn.st.lock();
+                st.setting_up = false;
+                conn.cv.notify_all();
+                if st.state != was {
+                    // Torn down meanwhile: what was made goes with the lock released.
+                    drop(st);
+                    drop(slots);
+                    return;
+                }
+                let r = slots.and_then(|s| conn.install(&mut st, &ep, s));
                 if r.is_err() {
                     conn.on(&mut st, Event::Error, "connect failed");
                     return;
@@ -45,12 +68,16 @@ impl CmHandler for Ctx {
                 // for `in_connect` to clear.
                 // Counted until it is done: the device's removal waits for it, so
                 // rdma_cm's own removal never finds this id's handler lock held.
+                // Spawned with the lock released (it allocates): `in_connect` is set first,
+                // so a teardown meanwhile waits for the connect's answer.
                 let private = conn.iface.outgoing(&asked);
                 let (c, e): (_, Arc<Endpoint<Ctx>>) = (conn.clone(), ep.into());
-                if conn.iface.res.spawn(move || c.connect_work(e, private)) {
-                    st.in_connect = true;
-                } else {
-                    // No workqueue (the module is going) or no memory.
+                st.in_connect = true;
+                drop(st);
+                if !conn.iface.res.spawn(move || c.connect_work(e, private)) {
+                    // No workqueue (the module is going) or no memory: no connect is out.
+                    let mut st = conn.st.lock();
+                    conn.connect_answered(&mut st);
                     conn.on(&mut st, Event::Error, "connect failed");
                 }
             }
@@ -342,9 +369,11 @@ impl CmHandler for Ctx {
                     // The endpoint is the connection's before rdma_accept: a message may
                     // arrive as soon as it is sent, and its buffer must be reposted.
                     move |ep| {
+                        let asked = setup_conn.st.lock().asked;
+                        let slots = setup_conn.slots(&asked, qd)?;
                         let mut st = setup_conn.st.lock();
                         st.ep = Some(ep.clone());
-                        setup_conn.setup(&mut st, ep, qd)
+                        setup_conn.install(&mut st, ep, slots)
                     },
                 );
                 let mut ist = iface.st.lock();
@@ -379,9 +408,10 @@ impl CmHandler for Ctx {
                         // The slots refer to the connection: break the cycle. The endpoint
                         // goes with the handler's error (rdma_cm destroys the id).
                         let mut st = conn.st.lock();
-                        Conn::drop_slots(&mut st);
+                        let slots = Conn::take_slots(&mut st);
                         let ep = st.ep.take();
                         drop(st);
+                        drop(slots);
                         drop(ep);
                         Err(e)
                     }

@@ -81,26 +81,25 @@ impl Iface {
 }
 
 impl Conn {
-    /// A console's request: answered by the interfaces' [`Control`], the answer owed to the
-    /// peer like a pong.
+    /// A console's request: owed to the peer like a ping, answered in order by the
+    /// connection's work item ([`Conn::control_reply`]).
     pub(super) fn control_request(
         &self,
         st: &mut ConnState,
         cookie: u64,
-        req: &Payload,
+        req: Payload,
     ) -> core::result::Result<(), &'static str> {
-        // Room for the answer first: a request is acted on only when it can be answered.
-        if !Self::owed_room(st) {
-            return Err("more transfers in flight than the queue depth");
-        }
+        self.peer_request(st, Owed::Control(cookie, req))
+    }
+
+    /// The interfaces' [`Control`]'s answer to a console's request, `None` if it gave
+    /// none. On the connection's work item.
+    pub(super) fn control_reply(&self, req: &Payload) -> Option<Payload> {
         let mut reply = Payload::new();
         self.iface
             .control
             .request(&self.iface, self.peer.ip, req.as_slice(), &mut reply);
-        if reply.as_slice().is_empty() {
-            return Err("control request not answered");
-        }
-        self.peer_request(st, Owed::ControlReply(cookie, reply))
+        (!reply.as_slice().is_empty()).then_some(reply)
     }
 
     /// The answer to this side's control request `cookie`.

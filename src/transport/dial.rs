@@ -85,6 +85,8 @@ struct Todo {
     ends: KVec<(SockAddr, Result<Arc<Conn>>)>,
     /// Connections of rounds that ended, to tear down.
     drops: KVec<(Arc<Conn>, &'static str)>,
+    /// Connections that failed and are owed a disconnect ([`Conn::disconnect_owed`]).
+    disconnects: KVec<Arc<Conn>>,
     /// When to run again (milliseconds of [`Iface::now_ms`]).
     wake: Option<u64>,
 }
@@ -253,15 +255,20 @@ impl Iface {
             starts: KVec::new(),
             ends: KVec::new(),
             drops: KVec::new(),
+            disconnects: KVec::new(),
             wake: None,
         };
         let closed = {
             let mut st = self.st.lock();
             if !st.closed {
                 self.advance(&mut st, &mut todo);
+                Self::owed_disconnects(&st, &mut todo.disconnects);
             }
             st.closed
         };
+        for c in todo.disconnects.drain_all() {
+            c.disconnect_owed();
+        }
         if closed {
             // [`Iface::shutdown`] released everyone; nothing is armed any more.
             return;
@@ -288,6 +295,17 @@ impl Iface {
         }
         if ended {
             self.connected.notify_all();
+        }
+    }
+
+    /// The connections owed a disconnect (without memory to list them, the teardown
+    /// disconnects them).
+    fn owed_disconnects(st: &IfaceState, out: &mut KVec<Arc<Conn>>) {
+        for c in st.conns.iter() {
+            let owed = c.st.lock().disconnect_owed;
+            if owed && out.push(c.clone(), GFP_KERNEL).is_err() {
+                return;
+            }
         }
     }
 

@@ -249,29 +249,45 @@ impl Conn {
         timeout_ms: u32,
     ) -> Result<ChainEnd> {
         let mut left = msecs_to_jiffies(timeout_ms);
+        // The MRs and the room for their lists, taken with no lock held.
+        let mut taken = Some(region.take(&res.pool, 0)?);
+        let n = region.nmrs() as usize;
+        let mut local = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut inv = KVec::with_capacity(n, GFP_KERNEL)?;
         let mut st = self.st.lock();
         while !self.has_room(&st, Room::Message) {
             if st.state != State::Established {
+                drop(st);
+                Self::put_back(res, taken.take().unwrap_or_default());
                 return Err(not_connected());
             }
             if left == 0 || !wait::step(&self.cv, &mut st, &mut left) {
+                drop(st);
+                Self::put_back(res, taken.take().unwrap_or_default());
                 return Err(ETIMEDOUT);
             }
         }
-        st.tagged.reserve(1, GFP_KERNEL)?;
-        let mut local = KVec::new();
-        let mut inv = KVec::new();
+        // A chain in flight per send slot: within the room reserved at setup.
+        if st.tagged.reserve(1, GFP_NOWAIT).is_err() {
+            drop(st);
+            Self::put_back(res, taken.take().unwrap_or_default());
+            return Err(ENOMEM);
+        }
         let r = self.post_locked(
             &mut st,
             Post::Noop,
             |chain| {
-                let (remote, none) = (old.as_slice(), KVec::new());
-                region::source_chain(&res.pool, region, remote, none, chain, &mut local, &mut inv)?;
+                let remote = old.as_slice();
+                let t = taken.take().ok_or(EINVAL)?;
+                region::source_chain(&res.pool, region, remote, t, chain, &mut local, &mut inv)?;
                 Ok(None)
             },
             |_| Body::Noop,
             None,
         );
+        if let Some(t) = taken.take() {
+            Self::put_back(res, t);
+        }
         let slot = match r {
             Ok(slot) => slot,
             Err(e) => {

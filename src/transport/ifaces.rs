@@ -80,6 +80,8 @@ impl Ifaces {
             for c in conns.iter() {
                 c.tick(keepalive, timeout_ms);
             }
+            // Idle MRs beyond `pool_size` that went, and any left by a teardown.
+            i.res.pool.reap();
         }
     }
 

@@ -20,7 +20,7 @@ impl Conn {
                 peer,
                 active,
                 peer_iface,
-                st <- new_mutex!(ConnState {
+                st <- new_bh_spinlock!(ConnState {
                     state: State::Idle,
                     ep: None,
                     asked,
@@ -47,6 +47,8 @@ impl Conn {
                     sinks: KVec::new(),
                     unkey: KVec::new(),
                     checks: KVec::new(),
+                    recycle: KVec::new(),
+                    prepared: None,
                     work_wanted: false,
                     tagged: KVec::new(),
                     early: KVec::new(),
@@ -56,6 +58,9 @@ impl Conn {
                     in_connect: false,
                     after_connect: None,
                     held: false,
+                    disconnect_owed: false,
+                    disconnecting: false,
+                    setting_up: false,
                 }, "fastreg::Conn::st"),
                 cv <- new_condvar!("fastreg::Conn::cv"),
                 work <- kernel::new_work!("fastreg::Conn::work"),
@@ -95,52 +100,67 @@ impl Conn {
         }
     }
 
-    /// Allocates message slots and buffers for queue depth `qd`, and posts the receives.
-    /// Everything the completion path may keep per transfer is reserved here.
-    pub(super) fn setup(
-        self: &Arc<Self>,
-        st: &mut ConnState,
-        ep: &Endpoint<Ctx>,
-        qd: u16,
-    ) -> Result {
+    /// Allocates message slots and buffers for queue depth `qd` and the parameters asked,
+    /// and the room the completion path may need per transfer: everything a connection
+    /// keeps is reserved here, with no lock held ([`Conn::install`] moves it in).
+    pub(super) fn slots(self: &Arc<Self>, asked: &ConnParams, qd: u16) -> Result<Slots> {
         let slots = (u32::from(qd) + EXTRA) as usize;
         let pd = &self.iface.res.pd;
         // Every slot's chain has room for the largest transfer's work requests: a handler
         // that builds one (a PUT's RDMA WRITEs and LOCAL_INVs once its sink answered)
         // allocates nothing.
-        let wrs =
-            Self::chain_wrs(&self.iface.res, st.asked.max_payload, st.asked.max_regs) as usize;
+        let wrs = Self::chain_wrs(&self.iface.res, asked.max_payload, asked.max_regs) as usize;
         let mut tx = KVec::with_capacity(slots, GFP_KERNEL)?;
         let mut tx_all = KVec::with_capacity(slots, GFP_KERNEL)?;
         let mut rx = KVec::with_capacity(slots, GFP_KERNEL)?;
         for _ in 0..slots {
             let slot = Completion::new(TxSlot {
                 conn: self.clone(),
-                buf: MsgBuf::new(pd, st.asked.max_msg as usize)?,
+                buf: MsgBuf::new(pd, asked.max_msg as usize)?,
             })?;
             tx_all.push(slot.clone(), GFP_KERNEL)?;
             tx.push((slot, SendChain::with_capacity(wrs, wrs)?), GFP_KERNEL)?;
             rx.push(
                 Completion::new(RxSlot {
                     conn: self.clone(),
-                    buf: MsgBuf::new(pd, st.asked.max_msg as usize)?,
+                    buf: MsgBuf::new(pd, asked.max_msg as usize)?,
                 })?,
                 GFP_KERNEL,
             )?;
         }
-        st.owed.reserve(slots, GFP_KERNEL)?;
-        st.sinks.reserve(slots, GFP_KERNEL)?;
-        st.unkey.reserve(slots, GFP_KERNEL)?;
-        // A sink's check is queued once its keys are dead, and the next sink is served
-        // only after the queued checks (by the same work item): twice the depth is room.
-        st.checks.reserve(2 * slots, GFP_KERNEL)?;
-        st.tagged.reserve(slots, GFP_KERNEL)?;
-        st.early.reserve(slots, GFP_KERNEL)?;
+        Ok(Slots {
+            tx,
+            tx_all,
+            rx,
+            owed: KVec::with_capacity(slots, GFP_KERNEL)?,
+            sinks: KVec::with_capacity(slots, GFP_KERNEL)?,
+            unkey: KVec::with_capacity(slots, GFP_KERNEL)?,
+            // A sink's check is queued once its keys are dead, and the next sink is served
+            // only after the queued checks (by the same work item): twice the depth is room.
+            checks: KVec::with_capacity(2 * slots, GFP_KERNEL)?,
+            recycle: KVec::with_capacity(2 * slots, GFP_KERNEL)?,
+            tagged: KVec::with_capacity(slots, GFP_KERNEL)?,
+            early: KVec::with_capacity(slots, GFP_KERNEL)?,
+        })
+    }
+
+    /// Moves the slots and room of [`Conn::slots`] into the connection and posts the
+    /// receives. Under the connection's lock: allocates nothing. On failure the slots
+    /// stay with the connection, for its teardown.
+    pub(super) fn install(&self, st: &mut ConnState, ep: &Endpoint<Ctx>, s: Slots) -> Result {
         // The slots refer to the connection: teardown breaks the cycle, and finds them here
         // whatever happens next.
-        st.tx_free = tx;
-        st.tx_all = tx_all;
-        st.rx = rx;
+        st.tx_free = s.tx;
+        st.tx_all = s.tx_all;
+        st.rx = s.rx;
+        // Empty until the connection is set up: nothing is lost.
+        st.owed = s.owed;
+        st.sinks = s.sinks;
+        st.unkey = s.unkey;
+        st.checks = s.checks;
+        st.recycle = s.recycle;
+        st.tagged = s.tagged;
+        st.early = s.early;
         st.held = !self.active && Self::is_iwarp(ep);
         for r in st.rx.iter() {
             ep.post_recv(&r.value().buf, r)?;
@@ -197,16 +217,18 @@ impl Conn {
                     reason
                 );
             }
-            // An established connection is disconnected here, so that everything posted
-            // flushes and the peer hears of it at once; the owner drains and frees later,
-            // outside handlers. Before that there is nothing to break, and on iWARP
+            // An established connection refuses posts now and is disconnected by the
+            // interface's dial work (kicked below), so that everything posted flushes and
+            // the peer hears of it without waiting for the teardown; `rdma_disconnect` may
+            // sleep (a mutex on IB, a wait on iWARP), so never here, under this lock, maybe
+            // in a handler. Before that there is nothing to break, and on iWARP
             // `rdma_disconnect` would wait for the connect or accept still in progress,
-            // whose end runs the CM handler, which needs this lock: a flush completion
-            // that failed a connecting connection deadlocked siw that way. Its teardown
+            // whose end runs the CM handler, which needs this lock. The teardown
             // disconnects, with no lock held.
             if st.state == State::Established {
                 if let Some(ep) = &st.ep {
-                    ep.disconnect();
+                    ep.refuse_posts();
+                    st.disconnect_owed = true;
                 }
             }
         }
@@ -410,6 +432,12 @@ impl Conn {
         let ep = {
             let mut st = self.st.lock();
             self.on(&mut st, Event::Close, reason);
+            // The endpoint's last reference is taken here: a disconnect that holds one
+            // ends first ([`Conn::disconnect_owed`]); `close` below disconnects anyway.
+            st.disconnect_owed = false;
+            while st.disconnecting || st.setting_up {
+                self.cv.wait(&mut st);
+            }
             // Never beside a connect (see `ConnState::in_connect`): a teardown asked
             // meanwhile waits for its answer ([`Conn::teardown_soon`]).
             if st.in_connect {
@@ -428,28 +456,14 @@ impl Conn {
             ep.close();
             Endpoint::destroy(ep)
         });
-        let mut st = self.st.lock();
         if let Some(gone) = gone {
-            self.reclaim_lost(&st, &gone);
+            self.reclaim_lost(&self.st.lock(), &gone);
         }
-        Self::drop_slots(&mut st);
-        st.owed.clear();
-        // Their keys are dead: the buffers are freed, unchecked (the peer is gone).
-        st.checks.clear();
-        // Everything in flight has completed or flushed: MRs whose keys may still be valid
-        // are destroyed, never reused; transfers waiting on the peer fail.
+        // Nothing completes any more (the QP is drained and gone): what the connection
+        // held goes now.
+        self.release_held();
+        let mut st = self.st.lock();
         let res = self.iface.res.clone();
-        let unkeyed = core::mem::take(&mut st.unkey);
-        for s in st.sinks.drain_all() {
-            for r in s.regs {
-                res.pool.destroy(r.into_handle());
-            }
-        }
-        for (s, _) in unkeyed {
-            for r in s.regs {
-                res.pool.destroy(r.into_handle());
-            }
-        }
         let tagged = core::mem::take(&mut st.tagged);
         for t in tagged {
             let inv = match t.what {
@@ -478,16 +492,82 @@ impl Conn {
         self.on(&mut st, Event::Drained, "");
         drop(st);
         self.deliver();
+        // The MRs destroyed above, deregistered now that nothing names them.
+        res.pool.reap();
         // A busy peer's retry may still be timed: nothing is left to retry.
         verbs::cancel_delayed_sync::<Conn, 1>(self); // `later`
     }
 
-    /// Drops the message slots: they refer to the connection, which breaks the cycle.
-    pub(super) fn drop_slots(st: &mut ConnState) {
-        st.tx_free.clear();
-        st.tx_all.clear();
-        st.rx.clear();
-        st.early.clear();
+    /// The disconnect a failure left owed ([`ConnState::disconnect_owed`]), run by the
+    /// interface's dial work, with no lock held across `rdma_disconnect`.
+    pub(super) fn disconnect_owed(&self) {
+        let ep = {
+            let mut st = self.st.lock();
+            if !core::mem::take(&mut st.disconnect_owed) {
+                return;
+            }
+            let Some(ep) = st.ep.clone() else { return };
+            st.disconnecting = true;
+            ep
+        };
+        ep.disconnect();
+        // Before `disconnecting` clears: the teardown must hold the last reference.
+        drop(ep);
+        self.st.lock().disconnecting = false;
+        self.cv.notify_all();
+    }
+
+    /// A teardown's release of what the connection held, once its QP is drained and gone,
+    /// dropped with the lock released (buffers of up to `max_payload` to unmap and free):
+    /// the slots, what was owed, the checks (their keys are dead: freed unchecked, the
+    /// peer is gone), the spares to give back, the sinks' MRs (destroyed: their keys may
+    /// still be valid).
+    // Not inlined: what it holds is not on the stack of the teardown's reports.
+    #[inline(never)]
+    fn release_held(&self) {
+        let mut st = self.st.lock();
+        let slots = Self::take_slots(&mut st);
+        let owed = core::mem::take(&mut st.owed);
+        let checks = core::mem::take(&mut st.checks);
+        let recycle = core::mem::take(&mut st.recycle);
+        let prepared = st.prepared.take();
+        let sinks = core::mem::take(&mut st.sinks);
+        let unkeyed = core::mem::take(&mut st.unkey);
+        drop(st);
+        drop((slots, owed, checks, recycle));
+        if let Some(p) = prepared {
+            p.give_back(&self.iface);
+        }
+        let pool = &self.iface.res.pool;
+        for s in sinks {
+            for r in s.regs {
+                pool.destroy(r.into_handle());
+            }
+        }
+        for (s, _) in unkeyed {
+            for r in s.regs {
+                pool.destroy(r.into_handle());
+            }
+        }
+    }
+
+    /// Takes the message slots out (to drop once the lock is released): they refer to the
+    /// connection, which breaks the cycle.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn take_slots(
+        st: &mut ConnState,
+    ) -> (
+        KVec<(Arc<Completion<TxSlot>>, SendChain)>,
+        KVec<Arc<Completion<TxSlot>>>,
+        KVec<Arc<Completion<RxSlot>>>,
+        KVec<(Arc<Completion<RxSlot>>, u32, Option<u32>)>,
+    ) {
+        (
+            core::mem::take(&mut st.tx_free),
+            core::mem::take(&mut st.tx_all),
+            core::mem::take(&mut st.rx),
+            core::mem::take(&mut st.early),
+        )
     }
 
     /// Takes back the slots whose completion the device lost (see

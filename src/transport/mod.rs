@@ -74,6 +74,7 @@ pub(crate) use xfer::{
 };
 
 use kernel::{
+    alloc::kvec::PushError,
     new_condvar, new_mutex,
     page::PAGE_SIZE,
     prelude::*,
@@ -82,10 +83,7 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
-        Arc,
-        ArcBorrow,
-        CondVar,
-        Mutex, //
+        Arc, ArcBorrow, CondVar, Mutex,
     },
     time::{
         msecs_to_jiffies,
@@ -134,7 +132,9 @@ use crate::{
     tally::Tally,
     verbs::{
         self,
+        new_bh_spinlock,
         Access,
+        BhSpinLock,
         CmEvent,
         CmHandler,
         Completion,
@@ -284,18 +284,18 @@ pub(crate) struct Iface {
     corrupt_next: Atomic<u32>,
     /// Test hook ([`Misbehave::RecordGet`]): the registrations of a GET it served.
     #[pin]
-    served_get: Mutex<Option<Regs>>,
+    served_get: BhSpinLock<Option<Regs>>,
     /// Test hook ([`Fault::StaleRkey`]): the registrations of the sink of a PUT it did.
     #[pin]
-    recorded_put: Mutex<Option<Regs>>,
+    recorded_put: BhSpinLock<Option<Regs>>,
     /// Test hook (`fuzz` command): whether a fuzzing run is on, and the run, which mutates
     /// what the interface sends ([`crate::fuzz`]). A leaf lock, taken under a connection's.
     fuzzing: Atomic<bool>,
     #[pin]
-    fuzz: Mutex<Option<Fuzzer>>,
+    fuzz: BhSpinLock<Option<Fuzzer>>,
     /// Its connections that went down, by the first reason given (a leaf lock).
     #[pin]
-    closed_by: Mutex<Tally>,
+    closed_by: BhSpinLock<Tally>,
     /// The peers it knows and what each holds ([`shares`]; a leaf lock).
     #[pin]
     shares: Mutex<KVec<Arc<PeerShare>>>,
@@ -351,6 +351,9 @@ pub(crate) struct Stats {
     pub(crate) inline: u64,
 }
 
+/// A held connection lock.
+type ConnGuard<'a> = verbs::BhSpinLockGuard<'a, ConnState>;
+
 struct ConnState {
     state: State,
     ep: Option<Arc<Endpoint<Ctx>>>,
@@ -404,6 +407,11 @@ struct ConnState {
     /// PUTs served whose keys are dead, their data to check on the connection's work item
     /// ([`Conn::run_checks`]), never in a completion handler.
     checks: KVec<(Region, SinkCheck)>,
+    /// The buffer and MRs made ready for the first PUT or GET owed ([`serve::Prepared`]).
+    prepared: Option<serve::Prepared>,
+    /// Buffers of transfers served that are done with, for the interface's spares
+    /// ([`Iface::recycle`], which may unmap and free), on the connection's work item.
+    recycle: KVec<Region>,
     /// A completion handler left work for the connection's work item (a request to serve,
     /// MRs to allocate): [`Conn::handled`] queues it once the handler is done.
     work_wanted: bool,
@@ -440,13 +448,39 @@ struct ConnState {
     /// finds data behind the MPA reply (`EPROTO`, a connect error with `-EINVAL`). The
     /// connecting side opens with a NOOP ([`Conn::open_iwarp`]).
     held: bool,
+    /// The connection failed while established: its endpoint refuses posts, and the
+    /// interface's dial work disconnects it ([`Conn::disconnect_owed`]), so that what is
+    /// posted flushes and the peer hears of it, never in a handler or under this lock.
+    disconnect_owed: bool,
+    /// That disconnect runs, with a reference to the endpoint and this lock released: a
+    /// teardown waits for it to end before it takes the endpoint (whose last reference it
+    /// must drop).
+    disconnecting: bool,
+    /// The rdma_cm handler resolves the route, or creates the QP and the slots, with this
+    /// lock released: a teardown waits for it to end.
+    setting_up: bool,
 }
 
-/// Where a step runs. A completion handler runs on ib_core's completion workqueue, shared
-/// with the node's other RDMA users: it only classifies, advances records and posts what
-/// is prepared. Serving a peer's request (a buffer to allocate, map, register, fill),
+/// What a connection keeps, allocated before it is set up ([`Conn::slots`]).
+pub(super) struct Slots {
+    tx: KVec<(Arc<Completion<TxSlot>>, SendChain)>,
+    tx_all: KVec<Arc<Completion<TxSlot>>>,
+    rx: KVec<Arc<Completion<RxSlot>>>,
+    owed: KVec<Owed>,
+    sinks: KVec<Sink>,
+    unkey: KVec<(Sink, Option<u32>)>,
+    checks: KVec<(Region, SinkCheck)>,
+    recycle: KVec<Region>,
+    tagged: KVec<Tagged>,
+    early: KVec<(Arc<Completion<RxSlot>>, u32, Option<u32>)>,
+}
+
+/// Where a step runs. A completion handler runs in softirq (`IB_POLL_SOFTIRQ`): it only
+/// classifies, advances records and posts what is prepared. Serving a peer's request (a buffer to allocate, map, register, fill),
 /// checking a PUT's data, growing the MR pool and reporting outcomes are left to the
-/// connection's work item, on fastreg's own workqueue.
+/// connection's work item, on fastreg's own workqueue; and of those, what is long or may
+/// sleep (a buffer allocated, mapped or filled, MRs allocated or deregistered, a console's
+/// locks) runs there with the connection's lock released, never under it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Runs {
     /// A completion or rdma_cm handler.
@@ -486,8 +520,9 @@ enum Room {
 enum Owed {
     /// The answer to a ping.
     Pong(u64),
-    /// The answer to a console's request.
-    ControlReply(u64, crate::control::Payload),
+    /// A console's request, answered by the interfaces' [`Control`] on the connection's
+    /// work item (the console's locks are never taken in a completion handler).
+    Control(u64, crate::control::Payload),
     /// The verdict on a PUT's data.
     Result(u64, i32),
     /// A PUT to serve as the sink.
@@ -558,6 +593,11 @@ struct Xfer {
     record: bool,
     /// Its last try to take MRs found none (it is in the pool's line).
     waits_mrs: bool,
+    /// Its last try to take MRs found that the pool must allocate this many first
+    /// ([`Conn::grow_pool`], on the work item); and that allocation's failure, if it
+    /// failed (the transfer fails with it).
+    grow: u32,
+    grow_err: Option<Error>,
     /// A console's request (a round trip, [`Kind::Ping`]): the request, then the answer
     /// (boxed: records are moved on the completion path's stack).
     ctl: Option<KBox<crate::control::Payload>>,
@@ -579,6 +619,8 @@ struct Sink {
     how: SinkCheck,
     region: Region,
     regs: KVec<FrMr<Registered>>,
+    /// Room for its MRs while they are invalidated ([`Conn::unkey`]).
+    pending: KVec<FrMr<Invalidating>>,
     /// Its charge in the peer's share, given back with its region and MRs.
     charge: Charge,
 }
@@ -634,8 +676,11 @@ pub(crate) struct Conn {
     /// connection this side opened, the request's source address and port field for one
     /// it accepted.
     peer_iface: Option<SockAddr>,
+    /// Its state. A spinlock: the completion handlers take it, and nothing under it sleeps
+    /// or allocates beyond what was reserved (what would is done with it released, on the
+    /// connection's work item: [`Runs`]).
     #[pin]
-    st: Mutex<ConnState>,
+    st: BhSpinLock<ConnState>,
     #[pin]
     cv: CondVar,
     /// Runs [`Conn::kick`]'s work: starting transfers when MRs come back or a busy

@@ -58,6 +58,54 @@ impl<T> Records<T> {
         Ok(())
     }
 
+    /// `None` when `more` records can be pushed without allocating; else the room to make
+    /// ([`Records::with_room`]).
+    pub(super) fn short_of(&self, more: usize) -> Option<(usize, usize)> {
+        let want = self.len().saturating_add(more);
+        let fits = self.order.capacity() >= want
+            && self.slots.capacity() >= want.max(self.slots.len())
+            && self.free.capacity() >= self.slots.capacity();
+        (!fits).then_some((want, self.slots.len()))
+    }
+
+    /// Empty records with the room [`Records::short_of`] named, to take the place of
+    /// those under a lock ([`Records::move_into`]): allocated with the lock released.
+    pub(super) fn with_room((want, slots): (usize, usize), flags: Flags) -> Result<Self> {
+        let cap = want.max(slots);
+        Ok(Self {
+            slots: KVec::with_capacity(cap, flags)?,
+            free: KVec::with_capacity(cap, flags)?,
+            order: KVec::with_capacity(want, flags)?,
+        })
+    }
+
+    /// Moves these records, in place (each keeps its slot and position), into `bigger`
+    /// and swaps the two, when `bigger` is empty and has room for them; the old, now
+    /// empty, storage is left in `bigger`, to be freed once the lock is released.
+    /// Allocates nothing.
+    pub(super) fn move_into(&mut self, bigger: &mut Self) {
+        let fits = bigger.slots.is_empty()
+            && bigger.order.is_empty()
+            && bigger.free.is_empty()
+            && bigger.slots.capacity() >= self.slots.len()
+            && bigger.free.capacity() >= bigger.slots.capacity()
+            && bigger.order.capacity() >= self.order.len();
+        if !fits {
+            return;
+        }
+        // Within the capacities checked above; slots keep their indices.
+        for x in self.slots.drain_all() {
+            let _ = bigger.slots.push_within_capacity(x);
+        }
+        for s in self.free.drain_all() {
+            let _ = bigger.free.push_within_capacity(s);
+        }
+        for s in self.order.drain_all() {
+            let _ = bigger.order.push_within_capacity(s);
+        }
+        core::mem::swap(self, bigger);
+    }
+
     /// Adds `x` last. Allocates (with `flags`) only beyond what [`Records::reserve`] made
     /// room for; on failure `x` is given back.
     pub(super) fn push(&mut self, x: T, flags: Flags) -> core::result::Result<(), (Error, T)> {

@@ -202,7 +202,7 @@ impl Conn {
             Todo::Nothing => Ok(()),
             Todo::Pong(cookie) => self.peer_request(&mut st, Owed::Pong(cookie)),
             Todo::PongSeen(cookie) => self.pong(&mut st, cookie),
-            Todo::Control(cookie, p) => self.control_request(&mut st, cookie, &p),
+            Todo::Control(cookie, p) => self.control_request(&mut st, cookie, p),
             Todo::ControlSeen(cookie, p) => self.control_answered(&mut st, cookie, &p),
             Todo::Serve(o) => self.peer_request(&mut st, o),
             Todo::Verdict(cookie, status) => self.put_verdict_in(&mut st, cookie, status),

@@ -176,9 +176,21 @@ impl Conn {
             && !st.tx_free.is_empty()
             && self.sq_room(st)
         {
-            // Serving allocates, maps and registers a buffer: the work item does it (and
-            // what is owed after it waits, in order).
+            // Serving allocates, maps and registers a buffer, and a console's request takes
+            // the console's locks: the work item does them (and what is owed after them
+            // waits, in order).
             if runs == Runs::Handler && st.owed.first().is_some_and(Owed::serves) {
+                st.work_wanted = true;
+                break;
+            }
+            // A PUT, GET or console's request is answered once what it takes is ready
+            // ([`serve::Prepared`]).
+            let ready = |o: &Owed| st.prepared.as_ref().is_some_and(|p| p.is_for(o));
+            if st
+                .owed
+                .first()
+                .is_some_and(|o| o.needs_prepared() && !ready(o))
+            {
                 st.work_wanted = true;
                 break;
             }
@@ -192,40 +204,39 @@ impl Conn {
                     },
                     false,
                 ),
-                Owed::ControlReply(cookie, p) => self.send_locked(
-                    st,
-                    Body::Control {
-                        reply: true,
-                        cookie,
-                        payload: p.as_slice(),
-                    },
-                    false,
-                ),
+                Owed::Control(cookie, _) => {
+                    let Some(p) = Self::reply_for(st, &o) else {
+                        self.violation(st, "control request not answered");
+                        return;
+                    };
+                    self.send_locked(
+                        st,
+                        Body::Control {
+                            reply: true,
+                            cookie,
+                            payload: p.as_slice(),
+                        },
+                        false,
+                    )
+                }
                 Owed::Result(cookie, status) => {
                     self.send_locked(st, Body::PutResult { cookie, status }, false)
                 }
                 Owed::Put {
                     cookie,
-                    size,
                     seed,
                     check,
+                    ..
                 } => self.serve_put(
                     st,
-                    cookie,
-                    size,
+                    &o,
                     SinkCheck {
                         cookie,
                         seed,
                         check,
                     },
                 ),
-                Owed::Get {
-                    cookie,
-                    size,
-                    seed,
-                    check,
-                    regs,
-                } => self.serve_get(st, cookie, size, seed, check, &regs),
+                Owed::Get { .. } => self.serve_get(st, &o),
                 Owed::GetInline {
                     cookie,
                     size,
@@ -315,12 +326,12 @@ impl Conn {
                 if ok {
                     self.iface.count_moved(false, region.buffer().len() as u64);
                 }
-                self.iface.recycle(region);
+                Self::recycle_later(st, region);
             }
             Finishing::ServedPut(region, inv, how, _charge) => {
                 settle(inv);
                 if !ok {
-                    self.iface.recycle(region);
+                    Self::recycle_later(st, region);
                 } else if self.check_later(st, region, how).is_err() {
                     self.on(st, Event::Error, "out of memory");
                 }
@@ -361,11 +372,12 @@ impl Handler for TxSlot {
 }
 
 impl Owed {
-    /// Whether answering it means serving a transfer (a buffer to allocate and fill).
+    /// Whether answering it is for the work item: serving a transfer (a buffer to
+    /// allocate and fill) or a console's request.
     fn serves(&self) -> bool {
         matches!(
             self,
-            Owed::Put { .. } | Owed::Get { .. } | Owed::GetInline { .. }
+            Owed::Put { .. } | Owed::Get { .. } | Owed::GetInline { .. } | Owed::Control(..)
         )
     }
 }

@@ -4,79 +4,313 @@
 
 use super::*;
 
-impl Conn {
-    /// The free MRs of a transfer this side serves in `region`, leaving the node's own
-    /// transfers their reserve (`share::serve_reserve`); `EAGAIN` when there are none.
-    fn take_serving(res: &DevRes, region: &Region) -> Result<KVec<FrMr<Free>>> {
-        let reserve = crate::share::serve_reserve(res.pool.max(), region.nmrs());
-        region.take(&res.pool, reserve, None)
+/// What the first request owed to the peer that needs it has ready, made with the
+/// connection's lock released ([`Conn::prepare_serving`]): allocating, mapping and filling
+/// a buffer, allocating MRs and a console's answer (which takes the console's locks) are
+/// never done under that lock, which the completion handlers take; only the registration
+/// and the post are.
+pub(super) struct Prepared {
+    /// The request it is for: its kind, cookie and size.
+    what: Needs,
+    cookie: u64,
+    size: u64,
+    /// What is ready, or why nothing is (the answer's status).
+    got: Result<Ready>,
+}
+
+/// The kinds of requests answered with something [`Prepared`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    Put,
+    Get,
+    Control,
+}
+
+/// What a [`Prepared`] holds.
+pub(super) enum Ready {
+    /// A PUT's sink or a GET's source, with its free MRs and room for their lists.
+    Buffer(Buffer),
+    /// A console's answer.
+    Reply(crate::control::Payload),
+}
+
+/// A served transfer's buffer, and room for its MRs and the lists they go to (a PUT's
+/// registrations and their invalidation; a GET's source registrations and theirs):
+/// allocated with no lock held.
+pub(super) struct Buffer {
+    region: Region,
+    mrs: KVec<FrMr<Free>>,
+    regs: KVec<FrMr<Registered>>,
+    inv: KVec<FrMr<Invalidating>>,
+}
+
+impl Prepared {
+    /// Whether it was made for `o`.
+    pub(super) fn is_for(&self, o: &Owed) -> bool {
+        o.needs() == Some((self.what, self.cookie, self.size))
     }
 
-    /// The sink of a PUT: registers a buffer and answers PUT_ACK with its registrations
-    /// (the REG_MRs go first in the same chain). Without MRs or memory it answers PUT_NAK
-    /// (`-EAGAIN`: busy, the source retries); a buffer this device would split into more
-    /// registrations than negotiated is refused with `-EMSGSIZE`.
-    pub(super) fn serve_put(
+    /// Gives what it holds back: the MRs to the pool, the buffer to the interface's spares.
+    pub(super) fn give_back(self, iface: &Iface) {
+        if let Ok(Ready::Buffer(b)) = self.got {
+            Conn::put_back(&iface.res, b.mrs);
+            iface.recycle(b.region);
+        }
+    }
+}
+
+impl Owed {
+    /// What answering it takes ready ([`Prepared`]), and its cookie and size.
+    fn needs(&self) -> Option<(Needs, u64, u64)> {
+        match self {
+            Owed::Put { cookie, size, .. } => Some((Needs::Put, *cookie, *size)),
+            Owed::Get { cookie, size, .. } => Some((Needs::Get, *cookie, *size)),
+            Owed::Control(cookie, _) => Some((Needs::Control, *cookie, 0)),
+            _ => None,
+        }
+    }
+
+    /// Whether answering it takes something [`Prepared`].
+    pub(super) fn needs_prepared(&self) -> bool {
+        self.needs().is_some()
+    }
+}
+
+impl Conn {
+    /// Takes the free MRs of a transfer this side serves in `region` into `out` (whose
+    /// room was made when it was prepared), leaving the node's own transfers their reserve
+    /// (`share::serve_reserve`); `EAGAIN` (busy) when there are none free now. Taken as the
+    /// answer is posted, under the connection's lock: nothing is allocated, and no MR
+    /// waits in a prepared buffer for credits.
+    fn take_serving(res: &DevRes, region: &Region, out: &mut KVec<FrMr<Free>>) -> Result {
+        let reserve = crate::share::serve_reserve(res.pool.max(), region.nmrs());
+        res.pool.take_now(region.nmrs(), reserve, out)
+    }
+
+    /// Gives free MRs that were not used back to the pool.
+    pub(super) fn put_back(res: &DevRes, mrs: KVec<FrMr<Free>>) {
+        for mr in mrs {
+            res.pool.put_free(mr);
+        }
+    }
+
+    /// Makes ready what the first request owed that needs it takes ([`Prepared`]), unless
+    /// something is already: on the connection's work item, with the connection's lock
+    /// released while it allocates, maps, fills, grows the pool or asks the console. A
+    /// PUT's sink is cut as the interface says (`mr_pages`), within the negotiated
+    /// `max_regs`; a GET's source holds the pattern of its seed (or zeros with check none:
+    /// a served buffer never carries bytes of an earlier transfer).
+    /// Returns whether it made something ready.
+    pub(super) fn prepare_serving(&self) -> bool {
+        let mut req = crate::control::Payload::new();
+        let (what, cookie, size, seed, check, max_regs) = {
+            let st = self.st.lock();
+            if st.state != State::Established || st.prepared.is_some() {
+                return false;
+            }
+            let max_regs = st.params.map_or(0, |p| u32::from(p.max_regs));
+            let Some(o) = st.owed.iter().find(|o| o.needs_prepared()) else {
+                return false;
+            };
+            let (seed, check) = match o {
+                Owed::Get { seed, check, .. } => (*seed, *check),
+                Owed::Control(_, p) => {
+                    req = *p;
+                    (0, Check::None)
+                }
+                _ => (0, Check::None),
+            };
+            let Some((what, cookie, size)) = o.needs() else {
+                return false;
+            };
+            (what, cookie, size, seed, check, max_regs)
+        };
+        let got = match what {
+            Needs::Control => self.control_reply(&req).map(Ready::Reply).ok_or(EINVAL),
+            Needs::Put | Needs::Get => self
+                .buffer_ready(what == Needs::Get, size, seed, check, max_regs)
+                .map(Ready::Buffer),
+        };
+        let prepared = Prepared {
+            what,
+            cookie,
+            size,
+            got,
+        };
+        let mut st = self.st.lock();
+        let wanted = st.state == State::Established
+            && st.prepared.is_none()
+            && st
+                .owed
+                .iter()
+                .find(|o| o.needs_prepared())
+                .is_some_and(|o| prepared.is_for(o));
+        if wanted {
+            st.prepared = Some(prepared);
+            return true;
+        }
+        drop(st);
+        prepared.give_back(&self.iface);
+        false
+    }
+
+    /// A buffer of `size` bytes to serve a PUT (`get` false) or GET with, and its MRs.
+    fn buffer_ready(
         &self,
-        st: &mut ConnState,
-        cookie: u64,
+        get: bool,
         size: u64,
-        how: SinkCheck,
-    ) -> Result {
+        seed: u32,
+        check: Check,
+        max_regs: u32,
+    ) -> Result<Buffer> {
+        let geo = if get {
+            self.iface.res.geo
+        } else {
+            self.iface.geo
+        };
+        let region = self.iface.serving_region(size as usize, geo)?;
+        let ready = if !get && region.nmrs() > max_regs {
+            pr_limited!(
+                pr_err,
+                "{} <- {}: a PUT of {} bytes needs {} registrations here, more than \
+                 max_regs={}\n",
+                self.iface.addr,
+                self.peer,
+                size,
+                region.nmrs(),
+                max_regs
+            );
+            Err(EMSGSIZE)
+        } else if get {
+            region::fill(&region, seed, check).and_then(|()| self.iface.corrupt_hook(&region))
+        } else {
+            Ok(())
+        };
+        let n = region.nmrs();
+        // The MRs it will take, allocated now if the pool must grow for them (taken only
+        // when the answer goes: a failure here shows there as busy).
+        let _ = self.iface.res.pool.grow(n);
+        let n = n as usize;
+        let lists = ready.and_then(|()| {
+            Ok((
+                KVec::with_capacity(n, GFP_KERNEL)?,
+                KVec::with_capacity(n, GFP_KERNEL)?,
+                KVec::with_capacity(n, GFP_KERNEL)?,
+            ))
+        });
+        match lists {
+            Ok((mrs, regs, inv)) => Ok(Buffer {
+                region,
+                mrs,
+                regs,
+                inv,
+            }),
+            Err(e) => {
+                self.iface.recycle(region);
+                Err(e)
+            }
+        }
+    }
+
+    /// What was [`Prepared`] for `o`, about to be answered; `EAGAIN` (busy) if nothing
+    /// was.
+    fn prepared_for(st: &mut ConnState, o: &Owed) -> Result<Ready> {
+        match st.prepared.take() {
+            Some(p) if p.is_for(o) => p.got,
+            Some(p) => {
+                // Not reached: `pump` answers only what was prepared.
+                st.prepared = Some(p);
+                Err(EAGAIN)
+            }
+            None => Err(EAGAIN),
+        }
+    }
+
+    /// The buffer and MRs [`Prepared`] for `o`, a PUT or GET.
+    fn buffer_for(st: &mut ConnState, o: &Owed) -> Result<Buffer> {
+        match Self::prepared_for(st, o)? {
+            Ready::Buffer(b) => Ok(b),
+            Ready::Reply(_) => Err(EINVAL),
+        }
+    }
+
+    /// The console's answer [`Prepared`] for `o`, a console's request (`None`: it gave
+    /// none).
+    pub(super) fn reply_for(st: &mut ConnState, o: &Owed) -> Option<crate::control::Payload> {
+        match Self::prepared_for(st, o) {
+            Ok(Ready::Reply(p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The sink of a PUT: registers its [`Prepared`] buffer and answers PUT_ACK with its
+    /// registrations (the REG_MRs go first in the same chain). Without MRs or memory it
+    /// answers PUT_NAK (`-EAGAIN`: busy, the source retries); a buffer this device would
+    /// split into more registrations than negotiated is refused with `-EMSGSIZE`.
+    pub(super) fn serve_put(&self, st: &mut ConnState, o: &Owed, how: SinkCheck) -> Result {
+        let Owed::Put { cookie, .. } = *o else {
+            return Err(EINVAL);
+        };
         let res = self.iface.res.clone();
         let sink_cookie = st.next_cookie;
         st.next_cookie += 1;
-        let max_regs = st.params.map_or(0, |p| u32::from(p.max_regs));
         let short = self.iface.hook(Misbehave::Short);
         let mut regs = KVec::new();
+        let mut pending = KVec::new();
+        let mut unused = None;
         let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
-        let r = st.sinks.reserve(1, GFP_NOWAIT).map_err(Error::from);
-        let r = r
-            // A sink's buffer is cut as the interface says (`mr_pages`).
-            .and_then(|()| self.iface.serving_region(size as usize, self.iface.geo))
-            .and_then(|region| {
-                if region.nmrs() > max_regs {
-                    pr_limited!(
-                        pr_err,
-                        "{} <- {}: a PUT of {} bytes needs {} registrations here, more than \
-                     max_regs={}\n",
-                        self.iface.addr,
-                        self.peer,
-                        size,
-                        region.nmrs(),
-                        max_regs
-                    );
-                    return Err(EMSGSIZE);
-                }
+        let r = st
+            .sinks
+            .reserve(1, GFP_NOWAIT)
+            .map_err(Error::from)
+            .and_then(|()| Self::buffer_for(st, o));
+        let r = match r {
+            Err(e) => Err(e),
+            Ok(Buffer {
+                region,
+                mrs,
+                regs: r,
+                inv,
+            }) => {
+                unused = Some(mrs);
+                regs = r;
+                pending = inv;
                 // Within the peer's share (else busy: the peer waits and retries).
-                let charge = match self.charge_served(&region) {
-                    Ok(c) => c,
+                let posted = self.charge_served(&region).and_then(|charge| {
+                    self.post_locked(
+                        st,
+                        Post::Msg,
+                        |chain| {
+                            let mut taken = unused.take().ok_or(EINVAL)?;
+                            Self::take_serving(&res, &region, &mut taken)?;
+                            region.register_taken(&res.pool, access, chain, &mut regs, taken)?;
+                            let mut adv = region::advertise(&regs)?;
+                            if short {
+                                adv.shorten();
+                            }
+                            Ok(Some(adv))
+                        },
+                        |r| Body::PutAck {
+                            cookie,
+                            sink_cookie,
+                            regs: r.copied().unwrap_or(Regs::new()),
+                        },
+                        None,
+                    )
+                    .map(|_| charge)
+                });
+                match posted {
+                    Ok(charge) => Ok((region, charge)),
                     Err(e) => {
-                        self.iface.recycle(region);
-                        return Err(e);
+                        Self::recycle_later(st, region);
+                        Err(e)
                     }
-                };
-                self.post_locked(
-                    st,
-                    Post::Msg,
-                    |chain| {
-                        let taken = Self::take_serving(&res, &region)?;
-                        region.register_taken(&res.pool, access, chain, &mut regs, taken)?;
-                        let mut adv = region::advertise(&regs)?;
-                        if short {
-                            adv.shorten();
-                        }
-                        Ok(Some(adv))
-                    },
-                    |r| Body::PutAck {
-                        cookie,
-                        sink_cookie,
-                        regs: r.copied().unwrap_or(Regs::new()),
-                    },
-                    None,
-                )
-                .map(|_| (region, charge))
-            });
+                }
+            }
+        };
+        if let Some(mrs) = unused {
+            Self::put_back(&res, mrs);
+        }
         match r {
             Ok((region, charge)) => {
                 let sink = Sink {
@@ -85,6 +319,7 @@ impl Conn {
                     how,
                     region,
                     regs,
+                    pending,
                     charge,
                 };
                 // Within the capacity reserved above.
@@ -102,73 +337,81 @@ impl Conn {
         }
     }
 
-    /// The source of a GET: writes a buffer (holding the pattern of `seed`, or zeros with
-    /// check none: a served buffer never carries bytes of an earlier transfer) into the
-    /// requester's registrations, invalidates its own, and answers GET_DONE with the remote
+    /// The source of a GET: writes its [`Prepared`] buffer into the requester's
+    /// registrations, invalidates its own, and answers GET_DONE with the remote
     /// invalidation of the requester's first registration.
-    pub(super) fn serve_get(
-        &self,
-        st: &mut ConnState,
-        cookie: u64,
-        size: u64,
-        seed: u32,
-        check: Check,
-        regs: &Regs,
-    ) -> Result {
+    pub(super) fn serve_get(&self, st: &mut ConnState, o: &Owed) -> Result {
+        let Owed::Get { cookie, regs, .. } = o else {
+            return Err(EINVAL);
+        };
+        let cookie = *cookie;
         let res = self.iface.res.clone();
         let mut local = KVec::new();
         let mut inv = KVec::new();
+        let mut unused = None;
         let remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
         let remote_inv = self.iface.serving_get(regs, remote_inv);
-        let geo = self.iface.res.geo;
-        let r = self
-            .iface
-            .serving_region(size as usize, geo)
-            .and_then(|region| {
+        let r = match Self::buffer_for(st, o) {
+            Err(e) => Err(e),
+            Ok(Buffer {
+                region,
+                mrs,
+                regs: l,
+                inv: v,
+            }) => {
+                unused = Some(mrs);
+                local = l;
+                inv = v;
                 // Within the peer's share (else busy: the peer waits and retries).
-                let charge = match self.charge_served(&region) {
-                    Ok(c) => c,
+                let posted = self.charge_served(&region).and_then(|charge| {
+                    self.post_locked(
+                        st,
+                        Post::Msg,
+                        |chain| {
+                            let mut taken = unused.take().ok_or(EINVAL)?;
+                            Self::take_serving(&res, &region, &mut taken)?;
+                            region::source_chain(
+                                &res.pool,
+                                &region,
+                                regs.as_slice(),
+                                taken,
+                                chain,
+                                &mut local,
+                                &mut inv,
+                            )?;
+                            Ok(None)
+                        },
+                        |_| Body::Done {
+                            get: true,
+                            cookie,
+                            status: 0,
+                        },
+                        remote_inv,
+                    )
+                    .map(|slot| (slot, charge))
+                });
+                match posted {
+                    Ok((slot, charge)) => Ok((slot, region, charge)),
                     Err(e) => {
-                        self.iface.recycle(region);
-                        return Err(e);
+                        Self::recycle_later(st, region);
+                        Err(e)
                     }
-                };
-                region::fill(&region, seed, check)?;
-                self.iface.corrupt_hook(&region)?;
-                self.post_locked(
-                    st,
-                    Post::Msg,
-                    |chain| {
-                        let taken = Self::take_serving(&res, &region)?;
-                        region::source_chain(
-                            &res.pool,
-                            &region,
-                            regs.as_slice(),
-                            taken,
-                            chain,
-                            &mut local,
-                            &mut inv,
-                        )?;
-                        Ok(None)
-                    },
-                    |_| Body::Done {
-                        get: true,
-                        cookie,
-                        status: 0,
-                    },
-                    remote_inv,
-                )
-                .map(|slot| (slot, region, charge))
-            });
+                }
+            }
+        };
+        if let Some(mrs) = unused {
+            Self::put_back(&res, mrs);
+        }
         match r {
             Ok((slot, region, charge)) => {
                 self.dup_done(st, cookie);
+                // Within the capacity reserved at setup.
                 st.tagged.push(
                     Tagged {
                         slot,
                         what: Finishing::ServedGet(region, inv, charge),
                     },
-                    GFP_KERNEL,
+                    GFP_NOWAIT,
                 )?;
                 Ok(())
             }
@@ -250,7 +493,8 @@ impl Conn {
         inv: Option<u32>,
     ) -> core::result::Result<(), &'static str> {
         let res = self.iface.res.clone();
-        let mut pending = KVec::new();
+        // Room reserved when the sink was served: no allocation here.
+        let mut pending = core::mem::take(&mut sink.pending);
         let mut regs = core::mem::take(&mut sink.regs);
         if regs.len() == 1 && inv.is_some() {
             // The only registration was invalidated by the peer (checked by the caller).
@@ -302,6 +546,28 @@ impl Conn {
         Ok(())
     }
 
+    /// Gives a served transfer's buffer back to the interface's spares, on the
+    /// connection's work item ([`Conn::recycle_owed`]).
+    pub(super) fn recycle_later(st: &mut ConnState, region: Region) {
+        // Within the room reserved at setup (see `ConnState::recycle`); else it is freed
+        // here rather than lost.
+        if let Err(PushError(region)) = st.recycle.push_within_capacity(region) {
+            drop(region);
+        }
+        st.work_wanted = true;
+    }
+
+    /// Gives the buffers [`Conn::recycle_later`] kept to the interface's spares, with the
+    /// connection's lock released. On the connection's work item.
+    pub(super) fn recycle_owed(&self) {
+        loop {
+            let Some(region) = self.st.lock().recycle.pop() else {
+                return;
+            };
+            self.iface.recycle(region);
+        }
+    }
+
     /// Checks the data of the PUTs served whose keys are dead, one at a time with the
     /// connection's lock released, and owes each source the verdict if it asked for a
     /// check. On the connection's work item.
@@ -332,10 +598,12 @@ impl Conn {
                 Ok(found) => self.put_verdict(&mut st, found),
                 Err(e) => e.to_errno(),
             };
+            // Within the room reserved at setup (a check counts against the requests owed,
+            // see `Conn::owed_room`).
             if how.check != Check::None
                 && st
                     .owed
-                    .push(Owed::Result(how.cookie, status), GFP_KERNEL)
+                    .push(Owed::Result(how.cookie, status), GFP_NOWAIT)
                     .is_err()
             {
                 self.on(&mut st, Event::Error, "out of memory");

@@ -65,10 +65,11 @@ pub(crate) trait Client: Send + Sync {
 enum Start {
     /// Its request is out (or it failed and is finished).
     Went,
-    /// It waits for room or MRs: the records after it wait too (in order).
+    /// It waits for room, MRs or a busy peer's pause: the records after it wait too, so
+    /// that they start in the order they were submitted (a record the peer refused as busy
+    /// keeps its turn: letting those behind it go first had the slowest of 2048 transfers
+    /// on a pool of 4 MRs wait 3 times the average).
     Wait,
-    /// It waits for its own reason (a busy peer's pause): the others may go.
-    Skip,
 }
 
 impl Conn {
@@ -117,7 +118,29 @@ impl Conn {
                 return Err((e, region));
             }
         }
-        let mut st = self.st.lock();
+        let ctl = match &req {
+            Request::Control(p) => match KBox::new(**p, GFP_KERNEL) {
+                Ok(b) => Some(b),
+                Err(e) => return Err((e.into(), region)),
+            },
+            _ => None,
+        };
+        // The MR lists of a record reported before, when there is one (at steady state a
+        // submission allocates nothing), with room for its MRs made with no lock held.
+        let (mut free, mut local, mut pending) = self.st.lock().spare.pop().unwrap_or_default();
+        let lists = free
+            .reserve(nmrs, GFP_KERNEL)
+            .and_then(|()| local.reserve(nmrs, GFP_KERNEL))
+            .and_then(|()| pending.reserve(nmrs, GFP_KERNEL));
+        if let Err(e) = lists {
+            return Err((e.into(), region));
+        }
+        // Room for the record among those in flight, those finished and the chains that
+        // finish them: the handlers that advance it allocate nothing.
+        let mut st = match self.lock_with_room() {
+            Ok(st) => st,
+            Err(e) => return Err((e, region)),
+        };
         if st.state != State::Established {
             return Err((not_connected(), region));
         }
@@ -136,38 +159,9 @@ impl Conn {
             (Some(r), true) => r.lens().iter().sum(),
             _ => len as u64,
         };
-        // Room for everything the record holds while it runs, and for it among the
-        // finished ones: the handlers that advance it allocate nothing.
-        // The lists of a record reported before, when there is one: at steady state a
-        // submission (from a client's callback, in a completion handler) allocates nothing.
-        let (mut free, mut local, mut pending) = st.spare.pop().unwrap_or_default();
-        let ctl = match &req {
-            Request::Control(p) => match KBox::new(**p, GFP_KERNEL) {
-                Ok(b) => Some(b),
-                Err(e) => return Err((e.into(), region)),
-            },
-            _ => None,
-        };
-        let mut room = || -> Result {
-            let more = st.xfers.len() + 1;
-            st.finished.reserve(more, GFP_KERNEL)?;
-            st.tagged.reserve(more, GFP_KERNEL)?;
-            let all = more + st.finished.len();
-            st.spare.reserve(all, GFP_KERNEL)?;
-            st.xfers.reserve(1, GFP_KERNEL)?;
-            if registered {
-                free.reserve(nmrs, GFP_KERNEL)?;
-                local.reserve(nmrs, GFP_KERNEL)?;
-                pending.reserve(nmrs, GFP_KERNEL)?;
-            }
-            Ok(())
-        };
-        if let Err(e) = room() {
-            return Err((e, region));
-        }
         let cookie = st.next_cookie;
         st.next_cookie += 1;
-        // Within the capacity reserved above.
+        // Within the room made above.
         let pushed = st.xfers.push(
             Xfer {
                 cookie,
@@ -193,6 +187,8 @@ impl Conn {
                 token,
                 record,
                 waits_mrs: false,
+                grow: 0,
+                grow_err: None,
                 ctl,
             },
             GFP_NOWAIT,
@@ -201,13 +197,64 @@ impl Conn {
             return Err((e, x.region));
         }
         self.drive(&mut st, Runs::Worker);
-        let finished = !st.finished.is_empty();
+        // MRs to allocate, a request to serve: the work item's.
+        let finished = !st.finished.is_empty() || core::mem::take(&mut st.work_wanted);
         drop(st);
         // Not reported from here: the client may be submitting from its own callback.
         if finished {
             self.kick(None);
         }
         Ok(())
+    }
+
+    /// The connection's lock, with room for one more record in every list a record may be
+    /// in (in flight, finished, the chains that finish it, the spare MR lists): the room
+    /// is made with the lock released, and the lock taken again until it is there.
+    // Not inlined: its frame is not on the stack of the drive that follows.
+    #[inline(never)]
+    fn lock_with_room(&self) -> Result<ConnGuard<'_>> {
+        loop {
+            let st = self.st.lock();
+            let more = st.xfers.len() + 1;
+            let all = more + st.finished.len();
+            let xfers = st.xfers.short_of(1);
+            let finished = st.finished.short_of(more);
+            let tagged = st.tagged.len() + more;
+            let tagged = (st.tagged.capacity() < tagged).then_some(tagged);
+            let spare = st.spare.len() + all;
+            let spare = (st.spare.capacity() < spare).then_some(spare);
+            if xfers.is_none() && finished.is_none() && tagged.is_none() && spare.is_none() {
+                return Ok(st);
+            }
+            drop(st);
+            let mut xfers = xfers
+                .map(|n| Records::with_room(n, GFP_KERNEL))
+                .transpose()?;
+            let mut finished = finished
+                .map(|n| Records::with_room(n, GFP_KERNEL))
+                .transpose()?;
+            let mut tagged = tagged
+                .map(|n| KVec::with_capacity(n, GFP_KERNEL))
+                .transpose()?;
+            let mut spare = spare
+                .map(|n| KVec::with_capacity(n, GFP_KERNEL))
+                .transpose()?;
+            let mut st = self.st.lock();
+            if let Some(x) = xfers.as_mut() {
+                st.xfers.move_into(x);
+            }
+            if let Some(f) = finished.as_mut() {
+                st.finished.move_into(f);
+            }
+            if let Some(t) = tagged.as_mut() {
+                crate::room::swap_bigger(&mut st.tagged, t);
+            }
+            if let Some(s) = spare.as_mut() {
+                crate::room::swap_bigger(&mut st.spare, s);
+            }
+            drop(st);
+            // The old storage is freed here, with the lock released.
+        }
     }
 
     /// Moves every record as far as it can go now: the next chain of those in flight,
@@ -243,8 +290,8 @@ impl Conn {
             if st.xfers[i].t.state() != xfer_state::State::Queued {
                 continue;
             }
-            match self.start(st, i, runs) {
-                Start::Went | Start::Skip => {}
+            match self.start(st, i) {
+                Start::Went => {}
                 Start::Wait => break,
             }
         }
@@ -295,13 +342,13 @@ impl Conn {
     }
 
     /// Tries to start queued record `i`.
-    fn start(self: &Arc<Self>, st: &mut ConnState, i: usize, runs: Runs) -> Start {
+    fn start(self: &Arc<Self>, st: &mut ConnState, i: usize) -> Start {
         if let Some(t) = st.xfers[i].not_before {
             let left = t - Instant::<Monotonic>::now();
             if left > Delta::ZERO {
                 // The work item may run a jiffy early: timed again for what is left.
                 self.kick(Some(Self::jiffies_after(left)));
-                return Start::Skip;
+                return Start::Wait;
             }
             st.xfers[i].not_before = None;
         }
@@ -320,7 +367,7 @@ impl Conn {
         st.xfers[i].room_since = None;
         let kind = st.xfers[i].t.kind();
         if matches!(kind, Kind::Put | Kind::Get) {
-            match self.take_mrs(st, i, runs) {
+            match self.take_mrs(st, i) {
                 Ok(()) => {}
                 Err(e) if e == EAGAIN || e == crate::pool::GROW => return Start::Wait,
                 Err(e) => {
@@ -361,8 +408,11 @@ impl Conn {
     /// Takes the MRs record `i` needs, all at once, first come first served among the
     /// connections waiting for the pool (and leaving what serving needs); `EAGAIN` when it
     /// must wait: the pool kicks this connection when MRs come back.
-    fn take_mrs(self: &Arc<Self>, st: &mut ConnState, i: usize, runs: Runs) -> Result {
+    fn take_mrs(self: &Arc<Self>, st: &mut ConnState, i: usize) -> Result {
         let x = &mut st.xfers[i];
+        if let Some(e) = x.grow_err.take() {
+            return Err(e);
+        }
         let Some(region) = x.region.as_ref() else {
             return Err(EINVAL);
         };
@@ -375,17 +425,55 @@ impl Conn {
         }
         let res = &self.iface.res;
         let me: Arc<dyn crate::pool::Waiter> = self.clone();
-        // A handler does not allocate MRs: the work item takes them ([`crate::pool::GROW`]).
-        let grow = runs == Runs::Worker;
+        // MRs are never allocated under this lock: the work item allocates them
+        // ([`crate::pool::GROW`], [`Conn::grow_pool`]) and this is tried again.
         let r = res
             .pool
-            .try_get(n, res.pool.reserve(), &mut x.free, &me, grow);
+            .try_get(n, res.pool.reserve(), &mut x.free, &me, false);
         if r.as_ref().is_err_and(|e| *e == crate::pool::GROW) {
+            x.grow = n;
             st.work_wanted = true;
         }
         x.waits_mrs = r.as_ref().is_err_and(|e| *e == EAGAIN);
         st.in_line |= st.xfers[i].waits_mrs;
         r
+    }
+
+    /// Allocates the MRs the first record that found too few needs, or room for it in the
+    /// pool's line ([`Xfer::grow`]), with no lock held: on the connection's work item,
+    /// before it drives the records. Returns whether it changed anything.
+    pub(super) fn grow_pool(&self) -> bool {
+        let (cookie, n) = {
+            let st = self.st.lock();
+            let x = st.xfers.iter().find(|x| x.grow > 0);
+            match x {
+                Some(x) if st.state == State::Established => (x.cookie, x.grow),
+                _ => return false,
+            }
+        };
+        let r = self.iface.res.pool.grow(n);
+        // Room for its MRs too: a record whose MRs were registered and then refused (a
+        // busy peer) has given its list's room away with them.
+        let room = KVec::with_capacity(n as usize, GFP_KERNEL);
+        let mut changed = r == Ok(true);
+        let mut st = self.st.lock();
+        let Some(x) = st.xfers.iter_mut().find(|x| x.cookie == cookie) else {
+            return changed;
+        };
+        x.grow = 0;
+        x.grow_err = r.err();
+        match room {
+            Ok(v) if x.free.is_empty() && x.free.capacity() < n as usize => {
+                // Empty: nothing is lost (freed once the lock is dropped).
+                let old = core::mem::replace(&mut x.free, v);
+                drop(st);
+                drop(old);
+                changed = true;
+            }
+            Ok(_) => {}
+            Err(e) => x.grow_err = Some(e.into()),
+        }
+        changed
     }
 
     /// Jiffies that surely cover `d` (a delayed work item runs up to a jiffy early).
@@ -539,6 +627,11 @@ impl Conn {
     /// is gone (the send fails).
     pub(super) fn tick(self: &Arc<Self>, keepalive: u32, timeout_ms: u32) {
         self.tick_locked(keepalive, timeout_ms);
+        // What the tick's drive left for the work item (MRs to allocate, a request to
+        // serve), or a kick its handler missed.
+        if core::mem::take(&mut self.st.lock().work_wanted) {
+            self.kick(None);
+        }
         self.deliver();
     }
 
@@ -769,24 +862,47 @@ impl kernel::workqueue::WorkItem<1> for Conn {
     }
 }
 
+/// Rounds of preparing and serving in one run of a connection's work item.
+const PREPARE_ROUNDS: usize = 256;
+
 impl Conn {
     /// The work items' job: moves what can move, reports what finished.
     fn drive_and_deliver(self: &Arc<Self>) {
         if self.owed_teardown() {
             return;
         }
-        self.run_checks();
-        let early = {
+        let mut early = false;
+        let mut again = false;
+        // Serving a request takes what was prepared for it, one at a time: the next one
+        // owed is prepared and served in the same run, as long as each round makes
+        // progress (bounded, so that one busy connection does not keep the worker).
+        for _ in 0..PREPARE_ROUNDS {
+            self.recycle_owed();
+            self.run_checks();
+            let grew = self.grow_pool();
+            let prepared = self.prepare_serving();
             let mut st = self.st.lock();
             st.work_wanted = false;
             if st.state == State::Established {
                 self.drive(&mut st, Runs::Worker);
             }
-            st.draining
-        };
+            early |= st.draining;
+            // More to prepare (the next request owed, MRs to allocate).
+            again = core::mem::take(&mut st.work_wanted);
+            let progress = grew || (prepared && st.prepared.is_none());
+            drop(st);
+            if !(again && progress) {
+                break;
+            }
+        }
         if early {
             self.clone().receive_early();
         }
         self.deliver();
+        // MRs a handler or this work destroyed are deregistered here, never in a handler.
+        self.iface.res.pool.reap();
+        if again || core::mem::take(&mut self.st.lock().work_wanted) {
+            self.kick(None);
+        }
     }
 }

@@ -3,16 +3,18 @@
 //! Page-backed buffers and their DMA mappings for an RDMA device.
 
 use kernel::{
-    bindings, new_mutex,
+    bindings,
     page::{
         Page,
         PAGE_SIZE, //
     },
     prelude::*,
-    sync::{
-        Arc,
-        Mutex, //
-    },
+    sync::Arc,
+};
+
+use super::{
+    new_bh_spinlock,
+    BhSpinLock, //
 };
 
 use super::{
@@ -24,17 +26,19 @@ use crate::frag::Seg;
 
 /// A buffer of `len` bytes starting `offset` bytes into a list of pages it owns.
 ///
-/// CPU accesses are serialised by `cpu`. The device may read and write the pages while
-/// they are mapped ([`DmaSgl`]) and registered: users touch the bytes from the CPU only
-/// between transfers (the mapping is `DMA_BIDIRECTIONAL` on cache-coherent or virtual-DMA
-/// devices).
+/// CPU accesses are serialised by `cpu`, a page piece at a time: it is held for one copy
+/// of at most a page, never across a whole buffer (a fill or check of 64 MiB), so that it
+/// can be a spinlock taken where sleeping is not allowed. The device may read and write the
+/// pages while they are mapped ([`DmaSgl`]) and registered: users touch the bytes from the
+/// CPU only between transfers (the mapping is `DMA_BIDIRECTIONAL` on cache-coherent or
+/// virtual-DMA devices), so no two whole-buffer accesses overlap in practice.
 #[pin_data]
 pub(crate) struct Buffer {
     pages: KVec<Page>,
     offset: usize,
     len: usize,
     #[pin]
-    cpu: Mutex<()>,
+    cpu: BhSpinLock<()>,
 }
 
 impl Buffer {
@@ -52,7 +56,7 @@ impl Buffer {
                 pages,
                 offset,
                 len,
-                cpu <- new_mutex!((), "fastreg::Buffer::cpu"),
+                cpu <- new_bh_spinlock!((), "fastreg::Buffer::cpu"),
             }),
             GFP_KERNEL,
         )
@@ -66,7 +70,8 @@ impl Buffer {
         (self.offset + self.len).div_ceil(PAGE_SIZE) - self.offset / PAGE_SIZE
     }
 
-    /// Calls `f(page, offset_in_page, len, buffer_offset)` for each page piece, in order.
+    /// Calls `f(page, offset_in_page, len, buffer_offset)` for each page piece, in order,
+    /// each with `cpu` held (released between pieces).
     fn pieces(&self, mut f: impl FnMut(&Page, usize, usize, usize) -> Result) -> Result {
         let mut at = self.offset;
         let end = self.offset + self.len;
@@ -74,7 +79,9 @@ impl Buffer {
             let page = &self.pages[at / PAGE_SIZE];
             let in_page = at % PAGE_SIZE;
             let n = (PAGE_SIZE - in_page).min(end - at);
+            let cpu = self.cpu.lock();
             f(page, in_page, n, at - self.offset)?;
+            drop(cpu);
             at += n;
         }
         Ok(())
@@ -87,7 +94,6 @@ impl Buffer {
 
     /// Fills the buffer with `byte(buffer_offset)` for every byte.
     pub(crate) fn fill(&self, byte: impl Fn(usize) -> u8) -> Result {
-        let _cpu = self.cpu.lock();
         let mut chunk = [0u8; 256];
         self.pieces(|page, in_page, n, boff| {
             let mut done = 0;
@@ -110,7 +116,6 @@ impl Buffer {
         if src.len() != self.len {
             return Err(EINVAL);
         }
-        let _cpu = self.cpu.lock();
         self.pieces(|page, in_page, n, boff| {
             // SAFETY: `src[boff..boff + n]` holds `n` readable bytes (the pieces cover `len`
             // bytes) and `in_page + n` is within the page. `cpu` excludes other CPU
@@ -126,7 +131,6 @@ impl Buffer {
         if dst.len() != self.len {
             return Err(EINVAL);
         }
-        let _cpu = self.cpu.lock();
         self.pieces(|page, in_page, n, boff| {
             // SAFETY: As in `copy_in`, with `dst[boff..boff + n]` holding `n` writable bytes.
             unsafe { page.read_raw(dst[boff..boff + n].as_mut_ptr(), in_page, n) }
@@ -138,7 +142,6 @@ impl Buffer {
         if off >= self.len {
             return Err(EINVAL);
         }
-        let _cpu = self.cpu.lock();
         self.pieces(|page, in_page, n, boff| {
             if (boff..boff + n).contains(&off) {
                 let at = in_page + off - boff;
@@ -160,7 +163,6 @@ impl Buffer {
         covers: impl Fn(usize) -> bool,
         byte: impl Fn(usize) -> u8,
     ) -> Result<Option<usize>> {
-        let _cpu = self.cpu.lock();
         let mut chunk = [0u8; 256];
         let mut found = None;
         self.pieces(|page, in_page, n, boff| {

@@ -21,15 +21,13 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
-        Arc,
-        ArcBorrow,
-        CondVar,
-        Mutex,
-        SetOnce, //
+        Arc, ArcBorrow, CondVar, Mutex, SetOnce,
     },
     task::Task,
     time::Msecs,
 };
+
+use super::BhSpinLock;
 
 use super::{
     ib,
@@ -219,7 +217,7 @@ pub(crate) struct Endpoint<T: CmHandler> {
     /// Chains of which the device took only a part: kept (with the MRs they name) until
     /// the QP is drained.
     #[pin]
-    orphans: Mutex<KVec<SendChain>>,
+    orphans: BhSpinLock<KVec<SendChain>>,
     /// The task running this id's event handler, while one runs (0 otherwise).
     handler_task: Atomic<usize>,
     /// [`Endpoint::connect`] in progress, and what waits for it.
@@ -273,7 +271,7 @@ impl<T: CmHandler> Endpoint<T> {
                 drained: Atomic::new(false),
                 qp: SetOnce::new(),
                 sq <- SendQueue::new(0),
-                orphans <- kernel::new_mutex!(KVec::new(), "fastreg::Endpoint::orphans"),
+                orphans <- crate::verbs::new_bh_spinlock!(KVec::new(), "fastreg::Endpoint::orphans"),
                 handler_task: Atomic::new(0),
                 connecting <- kernel::new_mutex!(
                     Connecting::default(),
@@ -555,6 +553,11 @@ impl<T: CmHandler> Endpoint<T> {
         }
     }
 
+    /// Refuses further posts (a failed connection, until it is disconnected); never sleeps.
+    pub(crate) fn refuse_posts(&self) {
+        self.sq.close();
+    }
+
     /// Disconnects: the QP moves to the error state and posted work requests flush.
     ///
     /// Process context. It may sleep: on iWARP, `iw_cm_disconnect` first waits for a
@@ -612,8 +615,9 @@ impl<T: CmHandler> Endpoint<T> {
     fn orphan(&self, chain: SendChain) {
         // The work requests were posted: the MRs they name must outlive them, so the chain
         // is kept until the drain. Without memory to keep it, its references are leaked
-        // rather than risk a use after free (the MRs then stay allocated).
-        if let Err(e) = self.orphans.lock().push(chain, GFP_KERNEL) {
+        // rather than risk a use after free (the MRs then stay allocated). Called with the
+        // connection's lock held: no sleeping allocation.
+        if let Err(e) = self.orphans.lock().push(chain, GFP_ATOMIC) {
             pr_err!(
                 "cannot keep a partly posted chain ({:?}): leaking its MRs\n",
                 e
@@ -871,7 +875,7 @@ impl<T: CmHandler> ConnRequest<'_, T> {
                 drained: Atomic::new(false),
                 qp: SetOnce::new(),
                 sq <- SendQueue::new(0),
-                orphans <- kernel::new_mutex!(KVec::new(), "fastreg::Endpoint::orphans"),
+                orphans <- crate::verbs::new_bh_spinlock!(KVec::new(), "fastreg::Endpoint::orphans"),
                 handler_task: Atomic::new(0),
                 connecting <- kernel::new_mutex!(
                     Connecting::default(),

@@ -11,13 +11,14 @@ use core::ptr::NonNull;
 
 use kernel::{
     error::from_err_ptr,
-    new_spinlock,
     prelude::*,
-    sync::{
-        Arc,
-        SpinLock, //
-    },
+    sync::Arc,
     types::Opaque, //
+};
+
+use super::{
+    new_bh_spinlock,
+    BhSpinLock, //
 };
 
 use super::{
@@ -28,8 +29,8 @@ use super::{
     SendQueue, //
 };
 
-/// A completion queue polled from a workqueue (`IB_POLL_WORKQUEUE`): handlers run in process
-/// context and may take mutexes, but must not wait for other completions of the same CQ.
+/// A completion queue polled in softirq (`IB_POLL_SOFTIRQ`): handlers must not sleep, and
+/// the locks they take are [`super::BhSpinLock`]s (held with softirqs off elsewhere).
 ///
 /// # Invariants
 ///
@@ -163,7 +164,7 @@ pub(crate) trait Handler: Send + Sync + Sized + 'static {
 pub(crate) struct Completion<T: Handler> {
     cqe: Opaque<ib::ib_cqe>,
     #[pin]
-    posted: SpinLock<Option<(SendChain, u64)>>,
+    posted: BhSpinLock<Option<(SendChain, u64)>>,
     value: T,
 }
 
@@ -181,7 +182,7 @@ impl<T: Handler> Completion<T> {
                 cqe: Opaque::new(ib::ib_cqe {
                     done: Some(Self::done_callback),
                 }),
-                posted <- new_spinlock!(None, "fastreg::Completion::posted"),
+                posted <- new_bh_spinlock!(None, "fastreg::Completion::posted"),
                 value,
             }),
             GFP_KERNEL,

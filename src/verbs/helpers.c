@@ -160,16 +160,31 @@ int fastreg_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
 }
 ALLOW_ERROR_INJECTION(fastreg_ib_map_mr_sg, ERRNO);
 
+void fastreg_spin_lock_bh(spinlock_t *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void fastreg_spin_unlock_bh(spinlock_t *lock)
+{
+	spin_unlock_bh(lock);
+}
+
+int fastreg_spin_trylock_bh(spinlock_t *lock)
+{
+	return spin_trylock_bh(lock);
+}
+
 /*
- * Polled on ib_core's completion workqueue, as the kernel's RDMA servers poll theirs
- * (svcrdma, nvmet-rdma, isert, srpt; xprtrdma too): fastreg serves peers on the same
- * CQs, and its handlers share the connection's lock with process context
- * (Documentation/transport.rst). The completion vectors are spread over the connections
- * (ib_alloc_cq_any), not all on vector 0.
+ * Polled in softirq, as nvme-rdma polls its I/O queues: a completion handler only
+ * advances the transfer's record and posts what is prepared, under locks taken with
+ * softirqs off (verbs/bhlock.rs); everything that allocates, maps, fills, checks or may
+ * sleep is on fastreg's own workqueues (Documentation/transport.rst). The completion
+ * vectors are spread over the connections (ib_alloc_cq_any), not all on vector 0.
  */
 struct ib_cq *fastreg_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe)
 {
-	return ib_alloc_cq_any(dev, private, nr_cqe, IB_POLL_WORKQUEUE);
+	return ib_alloc_cq_any(dev, private, nr_cqe, IB_POLL_SOFTIRQ);
 }
 ALLOW_ERROR_INJECTION(fastreg_ib_alloc_cq, ERRNO);
 

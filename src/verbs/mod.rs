@@ -27,6 +27,7 @@ macro_rules! limited {
 }
 pub(crate) use limited;
 
+mod bhlock;
 mod buffer;
 mod client;
 mod cm;
@@ -44,6 +45,12 @@ mod waitcount;
 mod wq;
 mod wr;
 
+pub(crate) use bhlock::{
+    new_bh_spinlock,
+    BhSpinLock,
+    BhSpinLockBackend,
+    BhSpinLockGuard, //
+};
 pub(crate) use buffer::{
     Buffer,
     DmaSgl, //

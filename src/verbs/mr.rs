@@ -6,7 +6,6 @@ use core::ptr::NonNull;
 
 use kernel::{
     error::from_err_ptr,
-    new_spinlock,
     page::PAGE_SIZE,
     prelude::*,
     sync::{
@@ -15,8 +14,12 @@ use kernel::{
             Relaxed, //
         },
         Arc,
-        SpinLock, //
     },
+};
+
+use super::{
+    new_bh_spinlock,
+    BhSpinLock, //
 };
 
 use super::{
@@ -42,7 +45,7 @@ pub(crate) struct RawMr {
     ptr: NonNull<ib::ib_mr>,
     max_pages: u32,
     #[pin]
-    mapping: SpinLock<Option<Arc<DmaSgl>>>,
+    mapping: BhSpinLock<Option<Arc<DmaSgl>>>,
     pd: Arc<Pd>,
 }
 
@@ -135,7 +138,7 @@ impl Mr {
             pin_init!(RawMr {
                 ptr,
                 max_pages,
-                mapping <- new_spinlock!(None, "fastreg::RawMr::mapping"),
+                mapping <- new_bh_spinlock!(None, "fastreg::RawMr::mapping"),
                 pd: pd.clone(),
             }),
             GFP_KERNEL,

@@ -2,13 +2,11 @@
 
 //! Message buffers: small kmalloc'ed buffers DMA-mapped once, for SEND and RECV.
 
-use kernel::{
-    new_mutex,
-    prelude::*,
-    sync::{
-        Arc,
-        Mutex, //
-    },
+use kernel::{prelude::*, sync::Arc};
+
+use super::{
+    new_bh_spinlock,
+    BhSpinLock, //
 };
 
 use super::{
@@ -31,7 +29,7 @@ use super::{
 #[pin_data(PinnedDrop)]
 pub(crate) struct MsgBuf {
     #[pin]
-    data: Mutex<KVec<u8>>,
+    data: BhSpinLock<KVec<u8>>,
     dma: u64,
     len: usize,
     lkey: u32,
@@ -55,7 +53,7 @@ impl MsgBuf {
         // INVARIANT: mapped above.
         let r = Arc::pin_init(
             pin_init!(Self {
-                data <- new_mutex!(data, "fastreg::MsgBuf::data"),
+                data <- new_bh_spinlock!(data, "fastreg::MsgBuf::data"),
                 dma,
                 len,
                 lkey: pd.local_dma_lkey(),

@@ -5,7 +5,6 @@
 
 use kernel::{
     new_condvar,
-    new_mutex,
     prelude::*,
     sync::{
         atomic::{
@@ -13,13 +12,17 @@ use kernel::{
             Relaxed, //
         },
         CondVar,
-        Mutex, //
     },
     time::{
         msecs_to_jiffies,
         Msecs, //
     },
     types::Opaque, //
+};
+
+use super::{
+    new_bh_spinlock,
+    BhSpinLock, //
 };
 
 use super::ib;
@@ -57,7 +60,7 @@ struct SqState {
 pub(crate) struct SendQueue {
     err_cqe: Opaque<ib::ib_cqe>,
     #[pin]
-    state: Mutex<SqState>,
+    state: BhSpinLock<SqState>,
     #[pin]
     room: CondVar,
 }
@@ -98,7 +101,7 @@ impl SendQueue {
             err_cqe: Opaque::new(ib::ib_cqe {
                 done: Some(Self::err_done),
             }),
-            state <- new_mutex!(SqState {
+            state <- new_bh_spinlock!(SqState {
                 budget: SqBudget::new(depth),
                 closed: false,
                 failures: 0,

@@ -2,7 +2,8 @@
 
 //! The module's own workqueues, each named for what runs there, never a system workqueue,
 //! so that unloading can wait for all of it (dropping a queue drains and destroys it) and
-//! nothing of fastreg's holds a worker that other subsystems share (`ib_comp_wq`).
+//! nothing of fastreg's holds a worker that other subsystems share (`ib_comp_wq`, the
+//! system workqueues).
 
 use core::ptr::NonNull;
 

@@ -6,7 +6,9 @@
 //! (REG_MR of a `Registered` MR, LOCAL_INV of an `Invalidating` one, RDMA from a
 //! `Registered` one), and holds a reference to every MR it names until its completion, so
 //! the device never executes a work request on a freed MR. Its storage is kept across uses:
-//! at steady state building and posting a chain allocates nothing.
+//! at steady state building and posting a chain allocates nothing. Chains are built under
+//! a connection's spinlock: past the room reserved for them, they grow only with
+//! non-sleeping allocations (`GFP_NOWAIT`).
 
 use core::mem::ManuallyDrop;
 
@@ -184,8 +186,8 @@ impl SendChain {
     /// SEND_WITH_INV that also invalidates that rkey at the peer.
     pub(crate) fn send(&mut self, buf: &Arc<MsgBuf>, len: u32, invalidate: Option<u32>) -> Result {
         let start = self.sges.len() as u32;
-        self.sges.push(buf.sge(len), GFP_KERNEL)?;
-        self.bufs.push(buf.clone(), GFP_KERNEL)?;
+        self.sges.push(buf.sge(len), GFP_NOWAIT)?;
+        self.bufs.push(buf.clone(), GFP_NOWAIT)?;
         let mut wr = match invalidate {
             Some(rkey) => {
                 let mut wr = self.base(ib::ib_wr_opcode_IB_WR_SEND_WITH_INV);
@@ -210,8 +212,8 @@ impl SendChain {
     }
 
     fn push(&mut self, wr: AnyWr, sges: SgeRange) -> Result {
-        self.wrs.push(wr, GFP_KERNEL)?;
-        self.ranges.push(sges, GFP_KERNEL)?;
+        self.wrs.push(wr, GFP_NOWAIT)?;
+        self.ranges.push(sges, GFP_NOWAIT)?;
         Ok(())
     }
 
@@ -243,7 +245,7 @@ impl SendChain {
             }),
         };
         self.push(wr, SgeRange { start: 0, count: 0 })?;
-        self.mrs.push(raw, GFP_KERNEL)?;
+        self.mrs.push(raw, GFP_NOWAIT)?;
         Ok(())
     }
 
@@ -259,7 +261,7 @@ impl SendChain {
             },
             SgeRange { start: 0, count: 0 },
         )?;
-        self.mrs.push(raw, GFP_KERNEL)?;
+        self.mrs.push(raw, GFP_NOWAIT)?;
         Ok(())
     }
 
@@ -284,9 +286,9 @@ impl SendChain {
                     length: len,
                     lkey: h.lkey(),
                 },
-                GFP_KERNEL,
+                GFP_NOWAIT,
             )?;
-            self.mrs.push(h.raw().clone(), GFP_KERNEL)?;
+            self.mrs.push(h.raw().clone(), GFP_NOWAIT)?;
         }
         let count = self.sges.len() as u32 - start;
         let opcode = match op {

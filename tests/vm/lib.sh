@@ -327,6 +327,28 @@ sleep_probes_off() { probes_off fastreg_sleep "$SLEEPS"; }
 sleep_seen() { stacks_seen sleep; }
 heavy_seen() { stacks_seen heavy "$HEAVY"; }
 
+# Where the completion handlers run: a kprobe (no stack) on each instance of fastreg's
+# completion callback (`Completion::done_callback`, what ib_core calls for each CQE), after
+# the other probes (this one does not clear the trace); softirq_seen fails unless they fired
+# and every hit was in softirq (ftrace's context flag "s"), where a handler that slept or
+# allocated with GFP_KERNEL would be reported by DEBUG_ATOMIC_SLEEP, and lockdep would report
+# a lock it shares with process context taken there with softirqs on.
+handler_probes_on() {
+	local i=0 sym
+	for sym in $(awk '$3 ~ /done_callback/ && $4 == "[fastreg]" { print $3 }' /proc/kallsyms); do
+		echo "p:fastreg_cq/done$i $sym" >>$TRACING/kprobe_events || return 1
+		i=$((i + 1))
+	done
+	[ $i -gt 0 ] && echo 1 >$TRACING/events/fastreg_cq/enable
+}
+handler_probes_off() {
+	echo 0 >$TRACING/events/fastreg_cq/enable
+	grep -o 'fastreg_cq/done[0-9]*' $TRACING/kprobe_events | while read -r e; do
+		echo "-:$e" >>$TRACING/kprobe_events
+	done
+}
+softirq_seen() { stacks_seen softirq; }
+
 # stacks_seen KIND [SPEC]: tests/vm/trace_stacks.py's check KIND on the trace; its figures
 # as a diagnostic of the suite (fd 3, when it has one), and the check's.
 stacks_seen() {

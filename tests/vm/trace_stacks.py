@@ -9,6 +9,8 @@ on each function) from the trace, and checks where they were called from.
                                                        it), never in a completion handler
     trace_stacks.py sleep TRACE                        no timed sleep from fastreg's
                                                        teardown, removal or drain
+    trace_stacks.py softirq TRACE                      fastreg's completion callbacks
+                                                       fired, every one in softirq
 
 The first line printed is the figures. An event's stack is the lines " => FRAME" after
 the next "<stack trace>" line of the same CPU (the trace interleaves the CPUs' entries by
@@ -60,6 +62,13 @@ def name(frame):
     return SYMS[i][1]
 
 
+def header_lost(line, lost):
+    """The entries the trace lost, from its header line "entries-in-buffer/entries-written"
+    (or `lost` as it was, for another comment line)."""
+    m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", line)
+    return int(m.group(2)) - int(m.group(1)) if m else lost
+
+
 def events(path, names):
     """(name, stack) for each event of `names` in the trace, and the entries lost. The
     trace merges the CPUs' buffers by time, so another CPU's entry may come between an
@@ -69,9 +78,7 @@ def events(path, names):
     cpu = re.compile(r"\[(\d+)\]")
     for line in open(path, errors="replace"):
         if line.startswith("#"):
-            m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", line)
-            if m:
-                lost = int(m.group(2)) - int(m.group(1))
+            lost = header_lost(line, lost)
             continue
         if line.startswith(" => "):
             if stack is not None:
@@ -150,6 +157,29 @@ def sleep(path):
     return not bad and lost == 0
 
 
+FLAGS = re.compile(r"\]\s+(\S{4,5})\s+\d+\.\d+:\s+(done\d+):")
+
+
+def softirq(path):
+    """fastreg's completion callbacks (kprobes fastreg_cq/doneN, no stacks) fired, and
+    every hit ran in softirq: ftrace's context flag (the third of the flags field) is "s"
+    (softirq) or "H" (hardirq inside softirq)."""
+    hits, outside, lost = 0, 0, 0
+    for line in open(path, errors="replace"):
+        if line.startswith("#"):
+            lost = header_lost(line, lost)
+            continue
+        m = FLAGS.search(line)
+        if not m:
+            continue
+        hits += 1
+        if m.group(1)[2] not in "sH":
+            outside += 1
+    print("# completion callbacks seen: %d, %d outside softirq, %d trace entries lost"
+          % (hits, outside, lost))
+    return hits > 0 and outside == 0 and lost == 0
+
+
 def main(argv):
     kind, path = argv[1], argv[2]
     if kind == "heavy":
@@ -158,8 +188,10 @@ def main(argv):
         ok = alloc(path)
     elif kind == "sleep":
         ok = sleep(path)
+    elif kind == "softirq":
+        ok = softirq(path)
     else:
-        raise SystemExit("usage: trace_stacks.py heavy|alloc|sleep TRACE [SPEC]")
+        raise SystemExit("usage: trace_stacks.py heavy|alloc|sleep|softirq TRACE [SPEC]")
     return 0 if ok else 1
 
 

@@ -132,3 +132,36 @@ class Checks(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def callback(flags, n=0, comm="<idle>-0"):
+    """A hit of the completion callback probe fastreg_cq/doneN, with ftrace's flags."""
+    return (f"    {comm}      [001] {flags}   102.100001: done{n}: "
+            f"(_RNvMNtNtCs1_7fastreg5verbs2cqINtB2_10CompletionpE13done_callback+0x0/0x2f0)\n")
+
+
+class Softirq(unittest.TestCase):
+    def run_check(self, text):
+        with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as f:
+            f.write(text)
+        try:
+            return ts.softirq(f.name)
+        finally:
+            os.unlink(f.name)
+
+    def test_all_in_softirq_passes(self):
+        t = HEAD.format(kept=3, written=3) + callback("..s1.") + callback("d.s2.", 1) + \
+            callback("..H1.")
+        self.assertTrue(self.run_check(t))
+
+    def test_one_on_a_workqueue_fails(self):
+        t = HEAD.format(kept=2, written=2) + callback("..s1.") + \
+            callback(".....", 1, "kworker/u8:2-51")
+        self.assertFalse(self.run_check(t))
+
+    def test_none_fired_fails(self):
+        self.assertFalse(self.run_check(HEAD.format(kept=0, written=0)))
+
+    def test_lost_entries_fail(self):
+        t = HEAD.format(kept=1, written=2) + callback("..s1.")
+        self.assertFalse(self.run_check(t))
