@@ -177,20 +177,11 @@ impl Conn {
             && self.sq_room(st)
         {
             // Serving allocates, maps and registers a buffer, and a console's request takes
-            // the console's locks: the work item does them (and what is owed after them
-            // waits, in order).
-            if runs == Runs::Handler && st.owed.first().is_some_and(Owed::serves) {
-                st.work_wanted = true;
-                break;
-            }
-            // A PUT, GET or console's request is answered once what it takes is ready
-            // ([`serve::Prepared`]).
-            let ready = |o: &Owed| st.prepared.as_ref().is_some_and(|p| p.is_for(o));
-            if st
-                .owed
-                .first()
-                .is_some_and(|o| o.needs_prepared() && !ready(o))
-            {
+            // the console's locks: the work item prepares them and answers them
+            // ([`Conn::serve_prepared`]); what is owed after them waits, in order. A GET
+            // answered inline is only a bounded copy, left to the work item by handlers.
+            let later = |o: &Owed| o.needs_prepared() || (runs == Runs::Handler && o.serves());
+            if st.owed.first().is_some_and(later) {
                 st.work_wanted = true;
                 break;
             }
@@ -204,45 +195,17 @@ impl Conn {
                     },
                     false,
                 ),
-                Owed::Control(cookie, _) => {
-                    let Some(p) = Self::reply_for(st, &o) else {
-                        self.violation(st, "control request not answered");
-                        return;
-                    };
-                    self.send_locked(
-                        st,
-                        Body::Control {
-                            reply: true,
-                            cookie,
-                            payload: p.as_slice(),
-                        },
-                        false,
-                    )
-                }
                 Owed::Result(cookie, status) => {
                     self.send_locked(st, Body::PutResult { cookie, status }, false)
                 }
-                Owed::Put {
-                    cookie,
-                    seed,
-                    check,
-                    ..
-                } => self.serve_put(
-                    st,
-                    &o,
-                    SinkCheck {
-                        cookie,
-                        seed,
-                        check,
-                    },
-                ),
-                Owed::Get { .. } => self.serve_get(st, &o),
                 Owed::GetInline {
                     cookie,
                     size,
                     seed,
                     check,
                 } => self.serve_get_inline(st, cookie, size, seed, check),
+                // Not here (above).
+                Owed::Put { .. } | Owed::Get { .. } | Owed::Control(..) => Err(EINVAL),
             };
             if let Err(e) = r {
                 pr_err!(

@@ -44,6 +44,14 @@ pub(super) struct Buffer {
     inv: KVec<FrMr<Invalidating>>,
 }
 
+/// What [`Conn::post_served`] made: the answer's slot, the buffer and its charge, or the
+/// error to answer with; and the lists the MRs went to.
+struct Served {
+    r: Result<(Arc<Completion<TxSlot>>, Region, Charge)>,
+    regs: KVec<FrMr<Registered>>,
+    inv: KVec<FrMr<Invalidating>>,
+}
+
 impl Prepared {
     /// Whether it was made for `o`.
     pub(super) fn is_for(&self, o: &Owed) -> bool {
@@ -243,10 +251,143 @@ impl Conn {
         }
     }
 
+    /// Answers the first request owed if what it takes is [`Prepared`] and it can go now
+    /// (credits, a send slot, room; no sink's keys still to kill): a PUT's sink, a GET's
+    /// source, a console's answer. On the connection's work item, the only place that
+    /// serves ([`Conn::pump`] stops at such a request). Returns whether it answered.
+    pub(super) fn serve_prepared(&self, st: &mut ConnState) -> bool {
+        let ready = st.unkey.is_empty()
+            && st.credits >= 2
+            && !st.tx_free.is_empty()
+            && self.sq_room(st)
+            && st
+                .owed
+                .first()
+                .is_some_and(|o| st.prepared.as_ref().is_some_and(|p| p.is_for(o)));
+        if !ready {
+            return false;
+        }
+        let Ok(o) = st.owed.remove(0) else {
+            return false;
+        };
+        let r = match o {
+            Owed::Put {
+                cookie,
+                seed,
+                check,
+                ..
+            } => self.serve_put(
+                st,
+                &o,
+                SinkCheck {
+                    cookie,
+                    seed,
+                    check,
+                },
+            ),
+            Owed::Get { .. } => self.serve_get(st, &o),
+            Owed::Control(cookie, _) => {
+                let Some(p) = Self::reply_for(st, &o) else {
+                    self.violation(st, "control request not answered");
+                    return false;
+                };
+                self.send_locked(
+                    st,
+                    Body::Control {
+                        reply: true,
+                        cookie,
+                        payload: p.as_slice(),
+                    },
+                    false,
+                )
+            }
+            _ => Err(EINVAL),
+        };
+        if let Err(e) = r {
+            pr_err!(
+                "{} {} {}: cannot answer: {:?}\n",
+                self.iface.addr,
+                self.dir(),
+                self.peer,
+                e
+            );
+            self.on(st, Event::Error, "cannot answer");
+            return false;
+        }
+        true
+    }
+
+    /// Posts the answer to a served PUT or GET with what was [`Prepared`] for `o`: within
+    /// the peer's share, its MRs taken now, `build` appending the registrations (and the
+    /// RDMA) to the chain, `body` the message. On failure nothing was posted and the buffer
+    /// goes back to the spares; the lists its MRs went to are returned either way.
+    // Not inlined: one frame for both kinds, beside the NAK's.
+    #[inline(never)]
+    fn post_served<'a>(
+        &self,
+        st: &mut ConnState,
+        o: &Owed,
+        build: impl FnOnce(
+            &mut SendChain,
+            &Region,
+            KVec<FrMr<Free>>,
+            &mut KVec<FrMr<Registered>>,
+            &mut KVec<FrMr<Invalidating>>,
+        ) -> Result<Option<Regs>>,
+        body: impl FnOnce(Option<&Regs>) -> Body<'a>,
+        invalidate: Option<u32>,
+    ) -> Served {
+        let res = self.iface.res.clone();
+        let Buffer {
+            region,
+            mrs,
+            mut regs,
+            mut inv,
+        } = match Self::buffer_for(st, o) {
+            Ok(b) => b,
+            Err(e) => {
+                return Served {
+                    r: Err(e),
+                    regs: KVec::new(),
+                    inv: KVec::new(),
+                }
+            }
+        };
+        let mut unused = Some(mrs);
+        // Within the peer's share (else busy: the peer waits and retries).
+        let posted = self.charge_served(&region).and_then(|charge| {
+            self.post_locked(
+                st,
+                Post::Msg,
+                |chain| {
+                    let mut taken = unused.take().ok_or(EINVAL)?;
+                    Self::take_serving(&res, &region, &mut taken)?;
+                    build(chain, &region, taken, &mut regs, &mut inv)
+                },
+                body,
+                invalidate,
+            )
+            .map(|slot| (slot, charge))
+        });
+        if let Some(mrs) = unused {
+            Self::put_back(&res, mrs);
+        }
+        let r = match posted {
+            Ok((slot, charge)) => Ok((slot, region, charge)),
+            Err(e) => {
+                Self::recycle_later(st, region);
+                Err(e)
+            }
+        };
+        Served { r, regs, inv }
+    }
+
     /// The sink of a PUT: registers its [`Prepared`] buffer and answers PUT_ACK with its
     /// registrations (the REG_MRs go first in the same chain). Without MRs or memory it
     /// answers PUT_NAK (`-EAGAIN`: busy, the source retries); a buffer this device would
     /// split into more registrations than negotiated is refused with `-EMSGSIZE`.
+    // Not inlined: its frame is on the stack only when a request is served.
+    #[inline(never)]
     pub(super) fn serve_put(&self, st: &mut ConnState, o: &Owed, how: SinkCheck) -> Result {
         let Owed::Put { cookie, .. } = *o else {
             return Err(EINVAL);
@@ -255,71 +396,42 @@ impl Conn {
         let sink_cookie = st.next_cookie;
         st.next_cookie += 1;
         let short = self.iface.hook(Misbehave::Short);
-        let mut regs = KVec::new();
-        let mut pending = KVec::new();
-        let mut unused = None;
         let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
-        let r = st
-            .sinks
-            .reserve(1, GFP_NOWAIT)
-            .map_err(Error::from)
-            .and_then(|()| Self::buffer_for(st, o));
-        let r = match r {
-            Err(e) => Err(e),
-            Ok(Buffer {
-                region,
-                mrs,
-                regs: r,
-                inv,
-            }) => {
-                unused = Some(mrs);
-                regs = r;
-                pending = inv;
-                // Within the peer's share (else busy: the peer waits and retries).
-                let posted = self.charge_served(&region).and_then(|charge| {
-                    self.post_locked(
-                        st,
-                        Post::Msg,
-                        |chain| {
-                            let mut taken = unused.take().ok_or(EINVAL)?;
-                            Self::take_serving(&res, &region, &mut taken)?;
-                            region.register_taken(&res.pool, access, chain, &mut regs, taken)?;
-                            let mut adv = region::advertise(&regs)?;
-                            if short {
-                                adv.shorten();
-                            }
-                            Ok(Some(adv))
-                        },
-                        |r| Body::PutAck {
-                            cookie,
-                            sink_cookie,
-                            regs: r.copied().unwrap_or(Regs::new()),
-                        },
-                        None,
-                    )
-                    .map(|_| charge)
-                });
-                match posted {
-                    Ok(charge) => Ok((region, charge)),
-                    Err(e) => {
-                        Self::recycle_later(st, region);
-                        Err(e)
+        let served = match st.sinks.reserve(1, GFP_NOWAIT) {
+            Ok(()) => self.post_served(
+                st,
+                o,
+                |chain, region, taken, regs, _| {
+                    region.register_taken(&res.pool, access, chain, regs, taken)?;
+                    let mut adv = region::advertise(regs)?;
+                    if short {
+                        adv.shorten();
                     }
-                }
-            }
+                    Ok(Some(adv))
+                },
+                |r| Body::PutAck {
+                    cookie,
+                    sink_cookie,
+                    regs: r.copied().unwrap_or(Regs::new()),
+                },
+                None,
+            ),
+            Err(e) => Served {
+                r: Err(e.into()),
+                regs: KVec::new(),
+                inv: KVec::new(),
+            },
         };
-        if let Some(mrs) = unused {
-            Self::put_back(&res, mrs);
-        }
+        let Served { r, mut regs, inv } = served;
         match r {
-            Ok((region, charge)) => {
+            Ok((_, region, charge)) => {
                 let sink = Sink {
                     since: Instant::now(),
                     sink_cookie,
                     how,
                     region,
                     regs,
-                    pending,
+                    pending: inv,
                     charge,
                 };
                 // Within the capacity reserved above.
@@ -340,68 +452,35 @@ impl Conn {
     /// The source of a GET: writes its [`Prepared`] buffer into the requester's
     /// registrations, invalidates its own, and answers GET_DONE with the remote
     /// invalidation of the requester's first registration.
+    // Not inlined: its frame is on the stack only when a request is served.
+    #[inline(never)]
     pub(super) fn serve_get(&self, st: &mut ConnState, o: &Owed) -> Result {
         let Owed::Get { cookie, regs, .. } = o else {
             return Err(EINVAL);
         };
         let cookie = *cookie;
         let res = self.iface.res.clone();
-        let mut local = KVec::new();
-        let mut inv = KVec::new();
-        let mut unused = None;
         let remote_inv = Self::remote_inv(st).then(|| regs.as_slice()[0].rkey);
         let remote_inv = self.iface.serving_get(regs, remote_inv);
-        let r = match Self::buffer_for(st, o) {
-            Err(e) => Err(e),
-            Ok(Buffer {
-                region,
-                mrs,
-                regs: l,
-                inv: v,
-            }) => {
-                unused = Some(mrs);
-                local = l;
-                inv = v;
-                // Within the peer's share (else busy: the peer waits and retries).
-                let posted = self.charge_served(&region).and_then(|charge| {
-                    self.post_locked(
-                        st,
-                        Post::Msg,
-                        |chain| {
-                            let mut taken = unused.take().ok_or(EINVAL)?;
-                            Self::take_serving(&res, &region, &mut taken)?;
-                            region::source_chain(
-                                &res.pool,
-                                &region,
-                                regs.as_slice(),
-                                taken,
-                                chain,
-                                &mut local,
-                                &mut inv,
-                            )?;
-                            Ok(None)
-                        },
-                        |_| Body::Done {
-                            get: true,
-                            cookie,
-                            status: 0,
-                        },
-                        remote_inv,
-                    )
-                    .map(|slot| (slot, charge))
-                });
-                match posted {
-                    Ok((slot, charge)) => Ok((slot, region, charge)),
-                    Err(e) => {
-                        Self::recycle_later(st, region);
-                        Err(e)
-                    }
-                }
-            }
-        };
-        if let Some(mrs) = unused {
-            Self::put_back(&res, mrs);
-        }
+        let Served {
+            r,
+            regs: mut local,
+            mut inv,
+        } = self.post_served(
+            st,
+            o,
+            |chain, region, taken, local, inv| {
+                let remote = regs.as_slice();
+                region::source_chain(&res.pool, region, remote, taken, chain, local, inv)?;
+                Ok(None)
+            },
+            |_| Body::Done {
+                get: true,
+                cookie,
+                status: 0,
+            },
+            remote_inv,
+        );
         match r {
             Ok((slot, region, charge)) => {
                 self.dup_done(st, cookie);

@@ -880,16 +880,22 @@ impl Conn {
             self.recycle_owed();
             self.run_checks();
             let grew = self.grow_pool();
-            let prepared = self.prepare_serving();
+            self.prepare_serving();
             let mut st = self.st.lock();
             st.work_wanted = false;
+            let mut served = false;
             if st.state == State::Established {
                 self.drive(&mut st, Runs::Worker);
+                // What was prepared, then what is owed after it.
+                served = self.serve_prepared(&mut st);
+                if served {
+                    self.pump(&mut st, Runs::Worker);
+                }
             }
             early |= st.draining;
             // More to prepare (the next request owed, MRs to allocate).
             again = core::mem::take(&mut st.work_wanted);
-            let progress = grew || (prepared && st.prepared.is_none());
+            let progress = grew || served;
             drop(st);
             if !(again && progress) {
                 break;
