@@ -167,6 +167,12 @@ impl Inner {
         }
     }
 
+    /// The live MRs that stay: not on the dead list (those still count against
+    /// `pool_max` until they are deregistered, but not as the pool's size).
+    fn staying(&self) -> u32 {
+        self.live.saturating_sub(self.dead.len() as u32)
+    }
+
     /// Takes the MRs whose handles were dropped off the live count.
     fn count(&mut self, tally: &Tally) {
         self.live = self.live.saturating_sub(tally.take());
@@ -235,11 +241,13 @@ impl Pool {
         &self.counters
     }
 
-    /// (MRs allocated, MRs free).
+    /// (MRs live, MRs free): the MRs allocated and not going (those on the dead list,
+    /// released or destroyed, are deregistered by the next [`Pool::reap`] and never used
+    /// again).
     pub(crate) fn occupancy(&self) -> (u32, u32) {
         let mut inner = self.inner.lock();
         inner.count(&self.tally);
-        (inner.live, inner.free.len() as u32)
+        (inner.staying(), inner.free.len() as u32)
     }
 
     /// Counts `n` more live MRs, once `free` and `dead` have room for all of them (the
@@ -390,7 +398,7 @@ impl Pool {
         // Growing by a quarter of the pool at least: a load that ramps up reaches its
         // working set in a few steps, not one `ib_alloc_mr` at a time on the data path.
         // Within `pool_max` (`room` covers `missing`).
-        let spare = (inner.live / 4).min(self.cfg.max - inner.live - missing);
+        let spare = (inner.staying() / 4).min(self.cfg.max - inner.live - missing);
         // Take what is free, allocate the rest without holding the lock.
         while let Some((mr, _)) = inner.free.pop() {
             // Within the room reserved above (`free < n`).
@@ -434,7 +442,7 @@ impl Pool {
                 return Ok(changed);
             }
             let missing = n - free;
-            missing + (inner.live / 4).min(room - missing)
+            missing + (inner.staying() / 4).min(room - missing)
         };
         let mut fresh = KVec::with_capacity(more as usize, GFP_KERNEL)?;
         self.allocate(more, &mut fresh)?;
@@ -572,7 +580,7 @@ impl Pool {
     fn shrink(&self, inner: &mut Inner) {
         inner.count(&self.tally);
         let idle = Delta::from_secs(self.cfg.idle_secs.into());
-        while inner.live.saturating_sub(inner.dead.len() as u32) > self.cfg.size {
+        while inner.staying() > self.cfg.size {
             match inner.free.first() {
                 Some((_, since)) if since.elapsed() >= idle => {}
                 _ => break,

@@ -904,9 +904,11 @@ impl Conn {
         if early {
             self.clone().receive_early();
         }
-        self.deliver();
-        // MRs a handler or this work destroyed are deregistered here, never in a handler.
+        // MRs that went (destroyed, or idle beyond `pool_size`) are deregistered here,
+        // never in a handler; before the outcomes are reported, so that a client that sees
+        // its transfer done sees the pool as the transfer left it.
         self.iface.res.pool.reap();
+        self.deliver();
         if again || core::mem::take(&mut self.st.lock().work_wanted) {
             self.kick(None);
         }
