@@ -208,14 +208,7 @@ impl Conn {
                 Owed::Put { .. } | Owed::Get { .. } | Owed::Control(..) => Err(EINVAL),
             };
             if let Err(e) = r {
-                pr_err!(
-                    "{} {} {}: cannot answer: {:?}\n",
-                    self.iface.addr,
-                    self.dir(),
-                    self.peer,
-                    e
-                );
-                self.on(st, Event::Error, "cannot answer");
+                self.cannot_answer(st, e);
                 return;
             }
         }
@@ -228,6 +221,19 @@ impl Conn {
         ) {
             let _ = self.send_locked(st, Body::Noop, true);
         }
+    }
+
+    /// An answer owed to the peer could not be posted (`e`): logged, and the connection
+    /// fails (the peer would wait for it).
+    pub(super) fn cannot_answer(&self, st: &mut ConnState, e: Error) {
+        pr_err!(
+            "{} {} {}: cannot answer: {:?}\n",
+            self.iface.addr,
+            self.dir(),
+            self.peer,
+            e
+        );
+        self.on(st, Event::Error, "cannot answer");
     }
 
     /// Posts the LOCAL_INVs of `regs` but the one whose rkey the peer invalidated (`inv`),

@@ -108,17 +108,16 @@ impl Conn {
     /// PUT's sink is cut as the interface says (`mr_pages`), within the negotiated
     /// `max_regs`; a GET's source holds the pattern of its seed (or zeros with check none:
     /// a served buffer never carries bytes of an earlier transfer).
-    /// Returns whether it made something ready.
-    pub(super) fn prepare_serving(&self) -> bool {
+    pub(super) fn prepare_serving(&self) {
         let mut req = crate::control::Payload::new();
         let (what, cookie, size, seed, check, max_regs) = {
             let st = self.st.lock();
             if st.state != State::Established || st.prepared.is_some() {
-                return false;
+                return;
             }
             let max_regs = st.params.map_or(0, |p| u32::from(p.max_regs));
             let Some(o) = st.owed.iter().find(|o| o.needs_prepared()) else {
-                return false;
+                return;
             };
             let (seed, check) = match o {
                 Owed::Get { seed, check, .. } => (*seed, *check),
@@ -129,7 +128,7 @@ impl Conn {
                 _ => (0, Check::None),
             };
             let Some((what, cookie, size)) = o.needs() else {
-                return false;
+                return;
             };
             (what, cookie, size, seed, check, max_regs)
         };
@@ -155,11 +154,10 @@ impl Conn {
                 .is_some_and(|o| prepared.is_for(o));
         if wanted {
             st.prepared = Some(prepared);
-            return true;
+            return;
         }
         drop(st);
         prepared.give_back(&self.iface);
-        false
     }
 
     /// A buffer of `size` bytes to serve a PUT (`get` false) or GET with, and its MRs.
@@ -304,14 +302,7 @@ impl Conn {
             _ => Err(EINVAL),
         };
         if let Err(e) = r {
-            pr_err!(
-                "{} {} {}: cannot answer: {:?}\n",
-                self.iface.addr,
-                self.dir(),
-                self.peer,
-                e
-            );
-            self.on(st, Event::Error, "cannot answer");
+            self.cannot_answer(st, e);
             return false;
         }
         true
