@@ -24,7 +24,7 @@ pub(crate) use crate::transport::{
     Request, //
 };
 use crate::{
-    region::Region,
+    reg::region::Region,
     transport::Iface,
     verbs::SockAddr, //
 };

@@ -15,17 +15,19 @@ use kernel::{
 };
 
 use crate::{
-    budget,
     device::{
         DevRes,
         Devices, //
     },
-    frag::Geometry,
-    limits::DeviceAttrs,
-    params::Params,
-    pool::{
+    reg::pool::{
         Pool,
         PoolConfig, //
+    },
+    rules::{
+        budget,
+        frag::Geometry,
+        limits::DeviceAttrs,
+        params::Params, //
     },
     show::Show,
     transport::{

@@ -14,11 +14,15 @@ use kernel::{
 };
 
 use crate::{
-    budget::Figures,
-    frag::Geometry,
-    limits::DeviceAttrs,
-    pool::Pool,
-    region::Region,
+    reg::{
+        pool::Pool,
+        region::Region, //
+    },
+    rules::{
+        budget::Figures,
+        frag::Geometry,
+        limits::DeviceAttrs, //
+    },
     verbs::{
         self,
         Pd, //

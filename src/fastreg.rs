@@ -5,41 +5,25 @@
 //! The crate root: module parameters, and the module struct whose field order is the
 //! teardown order. See `Documentation/index.rst` for the design.
 
+// The layers, top down; arrows point down only (Documentation/design.rst): the control
+// plane, the selftest (a client of the transport's API), the transport, registration
+// (pools and regions), the verbs wrappers (the only code that calls C), and the pure rules
+// beneath them all (no `kernel::`, host-tested).
+mod ctl;
+mod selftest;
+
 mod api;
-mod ask;
-mod auth;
-mod budget;
 mod client;
-mod command;
-mod conn_state;
-mod console;
-mod console_cmd;
-mod control;
-mod credits;
 mod device;
-mod dial_state;
-mod frag;
-mod fuzz;
-mod limits;
-mod lst;
-mod mr_state;
-mod negotiate;
-mod params;
-mod pool;
-mod ratelimit;
-mod region;
-mod report;
-mod room;
-mod session;
-mod share;
-mod show;
-mod stats;
-mod tally;
+mod reg;
 mod transport;
+
+mod show;
 mod verbs;
+
+mod room;
+mod rules;
 mod wait;
-mod wire;
-mod xfer_state;
 
 #[cfg(CONFIG_KUNIT = "y")]
 mod kunit;
@@ -51,7 +35,7 @@ use kernel::{
 
 use client::Fastreg;
 use device::Devices;
-use params::Params;
+use rules::params::Params;
 
 module! {
     type: FastregModule,
@@ -61,55 +45,55 @@ module! {
     license: "GPL",
     params: {
         pool_size: u32 {
-            default: crate::params::POOL_SIZE.default,
+            default: crate::rules::params::POOL_SIZE.default,
             description: "Fast-registration MRs allocated per device at device add (1..4096)",
         },
         pool_max: u32 {
-            default: crate::params::POOL_MAX.default,
+            default: crate::rules::params::POOL_MAX.default,
             description: "Most fast-registration MRs per device; the pool grows up to it (1..65536, >= pool_size)",
         },
         pool_idle: u32 {
-            default: crate::params::POOL_IDLE.default,
+            default: crate::rules::params::POOL_IDLE.default,
             description: "Seconds an idle MR beyond pool_size is kept before release (1..3600)",
         },
         queue_depth: u32 {
-            default: crate::params::QUEUE_DEPTH.default,
+            default: crate::rules::params::QUEUE_DEPTH.default,
             description: "Transfers in flight per connection, negotiated down to the peer's (1..256)",
         },
         max_payload: u32 {
-            default: crate::params::MAX_PAYLOAD.default,
+            default: crate::rules::params::MAX_PAYLOAD.default,
             description: "Largest bulk transfer in bytes, negotiated down to the peer's (4096..67108864)",
         },
         port: u32 {
-            default: crate::params::PORT.default,
+            default: crate::rules::params::PORT.default,
             description: "rdma_cm service port, TCP port space (1..65535)",
         },
         timeout: u32 {
-            default: crate::params::TIMEOUT.default,
+            default: crate::rules::params::TIMEOUT.default,
             description: "Seconds before an in-flight transfer fails with a timeout (1..3600)",
         },
         keepalive: u32 {
-            default: crate::params::KEEPALIVE.default,
+            default: crate::rules::params::KEEPALIVE.default,
             description: "Seconds without traffic before a keepalive is sent, 0 disables (0..3600)",
         },
         max_conns: u32 {
-            default: crate::params::MAX_CONNS.default,
+            default: crate::rules::params::MAX_CONNS.default,
             description: "Connections an interface accepts at most; more are rejected (1..65536)",
         },
         max_inline: u32 {
-            default: crate::params::MAX_INLINE.default,
+            default: crate::rules::params::MAX_INLINE.default,
             description: "Largest transfer carried inline in messages, unregistered; 0 disables (0..16384)",
         },
         require_privileged_port: u32 {
-            default: crate::params::REQUIRE_PRIVILEGED_PORT.default,
+            default: crate::rules::params::REQUIRE_PRIVILEGED_PORT.default,
             description: "Refuse connection requests from source ports of 1024 and above, which any local user can bind; 0 accepts them (0..1)",
         },
         test_mem: u32 {
-            default: crate::params::TEST_MEM.default,
+            default: crate::rules::params::TEST_MEM.default,
             description: "MiB of buffers one selftest run may allocate (1..1024)",
         },
         tests_mem: u32 {
-            default: crate::params::TESTS_MEM.default,
+            default: crate::rules::params::TESTS_MEM.default,
             description: "MiB of buffers all selftest runs of the node may hold at once, 0 for an eighth of its memory (0..1048576)",
         },
     },
@@ -156,7 +140,7 @@ struct FastregModule {
     // they never show a device whose resources are gone.
     _tick: TickGuard,
     _client: verbs::Registration<Fastreg>,
-    _report: report::Report,
+    _report: ctl::report::Report,
     // The completion fault attribute outlives every work request (it is asked when they are
     // posted, not when they complete).
     _fail_wr: verbs::FailWr,
@@ -169,13 +153,13 @@ impl kernel::Module for FastregModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let params = load_params()?;
         pr_info!("loaded: {}\n", show::Show(params.listing(" ")));
-        lst::set_limits(&params);
+        selftest::lst::set_limits(&params);
         let wq = verbs::Workqueue::all()?;
         let fail_wr = verbs::FailWr::new();
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
-        let console = console::Console::new(params.timeout.saturating_mul(1000))?;
+        let console = selftest::console::Console::new(params.timeout.saturating_mul(1000))?;
         let ifaces = Arc::pin_init(transport::Ifaces::new(console.clone()), GFP_KERNEL)?;
-        let report = report::Report::new(params, devices.clone(), ifaces.clone(), console)?;
+        let report = ctl::report::Report::new(params, devices.clone(), ifaces.clone(), console)?;
         let tick = TickGuard(verbs::Ticker::start(
             transport::NetTick {
                 ifaces: ifaces.clone(),

@@ -9,7 +9,7 @@ mod tests {
     use kernel::page::PAGE_SIZE;
 
     use crate::{
-        limits::DeviceAttrs,
+        rules::limits::DeviceAttrs,
         verbs::inc_rkey, //
     };
 

@@ -30,15 +30,15 @@ impl kernel::fmt::Display for Ip {
 }
 
 /// Logs with the kernel's `$level` macro (`pr_info`, `pr_err`, ...) under a rate limit of
-/// this call site's own ([`crate::ratelimit`]: ten lines per five seconds), as
+/// this call site's own ([`crate::rules::ratelimit`]: ten lines per five seconds), as
 /// `printk_ratelimited` does: for every line that someone else (a peer, a forger on a
 /// peer's address, a console) can make this node log. The first line let through after
 /// some were held back is preceded by their count. `pr_limited!(conn, pr_info, ...)`: the
 /// lines of a connection's life, with a larger burst (`ratelimit::CONN_BURST`).
 macro_rules! pr_limited {
     (conn, $level:ident, $($arg:tt)*) => {{
-        static LIMIT: $crate::ratelimit::RateLimit =
-            $crate::ratelimit::RateLimit::with_burst($crate::ratelimit::CONN_BURST);
+        static LIMIT: $crate::rules::ratelimit::RateLimit =
+            $crate::rules::ratelimit::RateLimit::with_burst($crate::rules::ratelimit::CONN_BURST);
         $crate::verbs::limited!(@with LIMIT, $level, $($arg)*)
     }};
     ($level:ident, $($arg:tt)*) => {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Control messages: a console's requests to this node's interfaces and their answers
-//! (CONTROL / CONTROL_REPLY, `crate::control`'s payloads), and the data an interface moved.
+//! (CONTROL / CONTROL_REPLY, `crate::selftest::control`'s payloads), and the data an interface moved.
 //!
 //! The transport carries them and knows nothing of what they mean: a request goes up to
 //! the [`Control`] the interfaces were made with (the selftest console), whose answer goes
@@ -9,11 +9,11 @@
 //! ping's, whose answer is given to its client with the outcome ([`Outcome::reply`]).
 
 use super::*;
-use crate::control::{
+use crate::selftest::control::{
     Payload, //
 };
 
-/// Who answers consoles' requests: implemented above the transport (`crate::console`).
+/// Who answers consoles' requests: implemented above the transport (`crate::selftest::console`).
 pub(crate) trait Control: Send + Sync {
     /// The console at `from` asks `req` (a payload, not yet decoded) of `iface`; the answer
     /// goes into `reply`. Called from a receive completion with the connection's lock held:

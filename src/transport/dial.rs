@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Connecting to peers: per-peer state ([`crate::dial_state`]) advanced by events, not a
+//! Connecting to peers: per-peer state ([`crate::rules::dial_state`]) advanced by events, not a
 //! thread per attempt or per transfer.
 //!
 //! Transfers to a peer with no established connection wait on the peer (as o2iblnd's
@@ -19,7 +19,7 @@
 //! both directions).
 
 use super::*;
-use crate::dial_state::{
+use crate::rules::dial_state::{
     self,
     Action as DAction,
     Dial,

@@ -2,7 +2,7 @@
 
 //! The fuzzing peer (test only, `fuzz LOCAL seed=S rate=PPM count=N` on the `ctl` file):
 //! an interface that mutates what it sends, messages and connection parameters, with
-//! [`crate::fuzz`]; and the count, on every interface, of connections closed by reason,
+//! [`crate::rules::fuzz`]; and the count, on every interface, of connections closed by reason,
 //! which shows what a fuzzing peer cost the node it talks to.
 
 use super::*;

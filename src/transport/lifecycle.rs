@@ -80,20 +80,20 @@ impl Conn {
     /// Most work requests one transfer's chain takes on a connection of `max_payload` and
     /// `max_regs` on `res`: this side's MRs, and RDMA work requests up to the pieces between
     /// them and the peer's registrations, however many of those it needs (up to the
-    /// negotiated `max_regs`; see [`crate::budget`]).
+    /// negotiated `max_regs`; see [`crate::rules::budget`]).
     pub(super) fn chain_wrs(res: &DevRes, max_payload: u32, max_regs: u16) -> u32 {
         let local = res.geo.max_mrs_for(max_payload.into());
-        crate::budget::per_transfer_with(local, max_regs.into()).total()
+        crate::rules::budget::per_transfer_with(local, max_regs.into()).total()
     }
 
     /// Queue sizes for `qd` transfers of up to `max_payload` bytes in up to `max_regs`
     /// registrations: the send queue holds `qd` transfers' chains and the reserved
-    /// messages ([`crate::budget::sq_depth`]).
+    /// messages ([`crate::rules::budget::sq_depth`]).
     pub(super) fn caps(res: &DevRes, qd: u16, max_payload: u32, max_regs: u16) -> QpCaps {
         let slots = u32::from(qd) + EXTRA;
         let chain = Self::chain_wrs(res, max_payload, max_regs);
         QpCaps {
-            send_wr: crate::budget::sq_depth(qd.into(), chain).unwrap_or(u32::MAX),
+            send_wr: crate::rules::budget::sq_depth(qd.into(), chain).unwrap_or(u32::MAX),
             recv_wr: slots + 1,
             send_sge: 1,
             recv_sge: 1,
@@ -262,7 +262,7 @@ impl Conn {
     /// A flush while an active connection is still connecting is the CM's doing (siw
     /// moves the QP to the error state on a reject before it reports the reject): the CM
     /// event that follows decides, so that a reject with lower limits is retried, and
-    /// the dial's round timeout ([`crate::dial_state::ROUND_MS`]) bounds the wait.
+    /// the dial's round timeout ([`crate::rules::dial_state::ROUND_MS`]) bounds the wait.
     pub(super) fn wr_failed(&self, st: &mut ConnState, wc: &Wc<'_>, reason: &'static str) {
         if matches!(st.state, State::Closing | State::Closed) {
             return;

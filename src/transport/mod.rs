@@ -4,9 +4,9 @@
 //!
 //! An [`Iface`] is an RDMA device and a local IPv4 address (and port) that fastreg listens
 //! on, with its own tunables. A [`Conn`] is a connection between two interfaces (of this
-//! node or another): its state follows [`crate::conn_state`], its parameters are negotiated
-//! with [`crate::negotiate`] through rdma_cm private data, and its messages are
-//! [`crate::wire`] messages over SEND/RECV, under credit flow control.
+//! node or another): its state follows [`crate::rules::conn_state`], its parameters are negotiated
+//! with [`crate::rules::negotiate`] through rdma_cm private data, and its messages are
+//! [`crate::rules::wire`] messages over SEND/RECV, under credit flow control.
 //!
 //! Credits: each side posts `queue_depth + 2` receive buffers. A message costs the sender a
 //! credit; the receiver reposts the buffer and returns the credit in the header of its next
@@ -98,38 +98,58 @@ use kernel::{
 };
 
 use crate::{
-    command::Fault,
-    conn_state::{
-        self,
-        Action,
-        Event,
-        State, //
-    },
-    credits,
     device::DevRes,
-    frag::Geometry,
-    fuzz::Fuzzer,
-    mr_state::state::{
-        Free,
-        Invalidating,
-        Registered, //
-    },
-    negotiate::{
-        self,
-        Answer,
-        Reason,
-        Retry, //
-    },
-    region::{
+    reg::region::{
         self,
         Region, //
+    },
+    rules::{
+        command::Fault,
+        conn_state::{
+            self,
+            Action,
+            Event,
+            State, //
+        },
+        credits,
+        frag::Geometry,
+        fuzz::Fuzzer,
+        mr_state::state::{
+            Free,
+            Invalidating,
+            Registered, //
+        },
+        negotiate::{
+            self,
+            Answer,
+            Reason,
+            Retry, //
+        },
+        tally::Tally,
+        wire::{
+            self,
+            Body,
+            Check,
+            ConnParams,
+            Limits,
+            Misbehave,
+            Msg,
+            Regs, //
+        },
+        xfer_state::{
+            self,
+            Action as XAction,
+            Event as XEvent,
+            Keys,
+            Kind,
+            Track, //
+        },
     },
     show::{
         pr_limited,
         Ip,
         Show, //
     },
-    tally::Tally,
     verbs::{
         self,
         new_bh_spinlock,
@@ -150,25 +170,7 @@ use crate::{
         Wc,
         PRIVILEGED_PORTS, //
     },
-    wait,
-    wire::{
-        self,
-        Body,
-        Check,
-        ConnParams,
-        Limits,
-        Misbehave,
-        Msg,
-        Regs, //
-    },
-    xfer_state::{
-        self,
-        Action as XAction,
-        Event as XEvent,
-        Keys,
-        Kind,
-        Track, //
-    },
+    wait, //
 };
 
 /// Receive buffers and message slots beyond the queue depth (for NOOPs and replies).
@@ -200,7 +202,7 @@ pub(crate) struct Tunables {
     /// are [`wire::msg_size`] of it.
     pub(crate) max_inline: u32,
     /// Connection requests from unprivileged source ports are refused
-    /// ([`crate::params::REQUIRE_PRIVILEGED_PORT`]).
+    /// ([`crate::rules::params::REQUIRE_PRIVILEGED_PORT`]).
     pub(crate) require_privileged_port: bool,
 }
 
@@ -209,7 +211,7 @@ impl Tunables {
     pub(crate) const DEFAULT_MAX_REGS: u16 = 16;
 
     /// The module parameters' values.
-    pub(crate) fn defaults(p: &crate::params::Params) -> Self {
+    pub(crate) fn defaults(p: &crate::rules::params::Params) -> Self {
         Self {
             queue_depth: p.queue_depth as u16,
             max_payload: p.max_payload,
@@ -289,7 +291,7 @@ pub(crate) struct Iface {
     #[pin]
     recorded_put: BhSpinLock<Option<Regs>>,
     /// Test hook (`fuzz` command): whether a fuzzing run is on, and the run, which mutates
-    /// what the interface sends ([`crate::fuzz`]). A leaf lock, taken under a connection's.
+    /// what the interface sends ([`crate::rules::fuzz`]). A leaf lock, taken under a connection's.
     fuzzing: Atomic<bool>,
     #[pin]
     fuzz: BhSpinLock<Option<Fuzzer>>,
@@ -522,7 +524,7 @@ enum Owed {
     Pong(u64),
     /// A console's request, answered by the interfaces' [`Control`] on the connection's
     /// work item (the console's locks are never taken in a completion handler).
-    Control(u64, crate::control::Payload),
+    Control(u64, crate::selftest::control::Payload),
     /// The verdict on a PUT's data.
     Result(u64, i32),
     /// A PUT to serve as the sink.
@@ -549,7 +551,7 @@ enum Owed {
     },
 }
 
-/// A transfer this side started: a record advanced by events ([`crate::xfer_state`]),
+/// A transfer this side started: a record advanced by events ([`crate::rules::xfer_state`]),
 /// owned by its connection from submission until its outcome is reported.
 struct Xfer {
     cookie: u64,
@@ -558,7 +560,7 @@ struct Xfer {
     check: Check,
     /// The caller's buffer, given back with the outcome. While the transfer runs it is the
     /// device's (and the peer's, through this side's keys): it goes back only in
-    /// [`State::Done`](crate::xfer_state::State::Done), when no key of it is alive.
+    /// [`State::Done`](crate::rules::xfer_state::State::Done), when no key of it is alive.
     region: Option<Region>,
     /// MRs taken for it and not registered yet.
     free: KVec<FrMr<Free>>,
@@ -600,7 +602,7 @@ struct Xfer {
     grow_err: Option<Error>,
     /// A console's request (a round trip, [`Kind::Ping`]): the request, then the answer
     /// (boxed: records are moved on the completion path's stack).
-    ctl: Option<KBox<crate::control::Payload>>,
+    ctl: Option<KBox<crate::selftest::control::Payload>>,
 }
 
 /// How the sink of a PUT checks its data, and whom it tells.

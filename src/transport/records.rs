@@ -3,13 +3,15 @@
 //! A connection's transfer records, in order, each in a slot that never moves.
 //!
 //! A record is several hundred bytes (a PUT's advertised registrations alone are
-//! [`MAX_REGS`](crate::wire::MAX_REGS) entries). Kept in a plain vector, taking one out of
+//! [`MAX_REGS`](crate::rules::wire::MAX_REGS) entries). Kept in a plain vector, taking one out of
 //! the middle shifted every record behind it: at 64 in flight that was 7 to 9 % of all the
 //! samples of a profile (`memmove` under the CQ handler, Documentation/performance.rst).
 //! Here only the order moves (one index per record); the records stay where they are.
 
-use kernel::alloc::{Flags, KVec};
-use kernel::prelude::*;
+use kernel::{
+    alloc::{Flags, KVec},
+    prelude::*,
+};
 
 /// Records of type `T` in the order they were pushed.
 ///

@@ -3,7 +3,7 @@
 //! Receiving messages: classification, credits, dispatch; receive completions.
 
 use super::*;
-use crate::control::Payload;
+use crate::selftest::control::Payload;
 
 impl Conn {
     /// Handles a received message of `len` bytes in `slot` (`inv`: the rkey the peer

@@ -31,7 +31,7 @@ pub(super) enum Ready {
     /// A PUT's sink or a GET's source, with its free MRs and room for their lists.
     Buffer(Buffer),
     /// A console's answer.
-    Reply(crate::control::Payload),
+    Reply(crate::selftest::control::Payload),
 }
 
 /// A served transfer's buffer, and room for its MRs and the lists they go to (a PUT's
@@ -91,7 +91,7 @@ impl Conn {
     /// answer is posted, under the connection's lock: nothing is allocated, and no MR
     /// waits in a prepared buffer for credits.
     fn take_serving(res: &DevRes, region: &Region, out: &mut KVec<FrMr<Free>>) -> Result {
-        let reserve = crate::share::serve_reserve(res.pool.max(), region.nmrs());
+        let reserve = crate::rules::share::serve_reserve(res.pool.max(), region.nmrs());
         res.pool.take_now(region.nmrs(), reserve, out)
     }
 
@@ -109,7 +109,7 @@ impl Conn {
     /// `max_regs`; a GET's source holds the pattern of its seed (or zeros with check none:
     /// a served buffer never carries bytes of an earlier transfer).
     pub(super) fn prepare_serving(&self) {
-        let mut req = crate::control::Payload::new();
+        let mut req = crate::selftest::control::Payload::new();
         let (what, cookie, size, seed, check, max_regs) = {
             let st = self.st.lock();
             if st.state != State::Established || st.prepared.is_some() {
@@ -242,7 +242,10 @@ impl Conn {
 
     /// The console's answer [`Prepared`] for `o`, a console's request (`None`: it gave
     /// none).
-    pub(super) fn reply_for(st: &mut ConnState, o: &Owed) -> Option<crate::control::Payload> {
+    pub(super) fn reply_for(
+        st: &mut ConnState,
+        o: &Owed,
+    ) -> Option<crate::selftest::control::Payload> {
         match Self::prepared_for(st, o) {
             Ok(Ready::Reply(p)) => Some(p),
             _ => None,

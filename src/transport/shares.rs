@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Every peer's share of an interface (`crate::share`): the peers it knows, the ticket of
+//! Every peer's share of an interface (`crate::rules::share`): the peers it knows, the ticket of
 //! each connection a peer opened, the charge of each transfer served for it.
 
 use super::*;
-use crate::share::{
+use crate::rules::share::{
     self,
     Limits,
     Usage, //

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Snapshots of interfaces and connections, for the debugfs files: copied under their
-//! locks, formatted by the debugfs code above ([`crate::report`]) with no lock held.
+//! locks, formatted by the debugfs code above ([`crate::ctl::report`]) with no lock held.
 
 use super::*;
 
@@ -35,13 +35,13 @@ pub(crate) struct IfaceSnap {
     pub(crate) rejects_sent: [u64; REASONS],
     pub(crate) rejects_received: [u64; REASONS],
     /// Its fuzzing run, if any (test hook).
-    pub(crate) fuzz: Option<crate::fuzz::Fuzzer>,
+    pub(crate) fuzz: Option<crate::rules::fuzz::Fuzzer>,
     /// Its connections that went down, by reason.
     pub(crate) closed_by: Tally,
     pub(crate) conns: KVec<ConnSnap>,
     /// A peer's share, the requests refused as past one, and what each peer holds
     /// (connections, MRs, bytes) that holds anything.
-    pub(crate) share: crate::share::Limits,
+    pub(crate) share: crate::rules::share::Limits,
     pub(crate) over_share: u64,
     pub(crate) held: KVec<super::shares::PeerHeld>,
 }

@@ -5,7 +5,7 @@
 //! [`Conn::submit`] queues a record ([`Xfer`]); [`Conn::drive`] starts queued records in
 //! order as room, credits and MRs allow and posts the next chain of those in flight; the
 //! receive and send completion handlers, the tick and the teardown feed each record the
-//! events of [`crate::xfer_state`] and do what it answers. A finished record is reported
+//! events of [`crate::rules::xfer_state`] and do what it answers. A finished record is reported
 //! by [`Conn::deliver`], with no lock held, from whichever context finished it (a
 //! completion handler, the tick, the teardown, or the connection's own work item when
 //! nothing else runs: MRs came back, a busy peer's pause is over, a submission failed at
@@ -33,8 +33,8 @@ pub(crate) enum Request {
         /// What is checked.
         check: Check,
     },
-    /// A console's request (`crate::control`), answered in [`Outcome::reply`].
-    Control(Arc<crate::control::Payload>),
+    /// A console's request (`crate::selftest::control`), answered in [`Outcome::reply`].
+    Control(Arc<crate::selftest::control::Payload>),
 }
 
 /// The outcome of an operation, given to its client.
@@ -48,7 +48,7 @@ pub(crate) struct Outcome {
     /// Microseconds from the submission to the end.
     pub(crate) usecs: u64,
     /// A console's request: the node's answer, when it came.
-    pub(crate) reply: Option<KBox<crate::control::Payload>>,
+    pub(crate) reply: Option<KBox<crate::selftest::control::Payload>>,
 }
 
 /// Who is told of the outcome of the transfers it submits.
@@ -369,7 +369,7 @@ impl Conn {
         if matches!(kind, Kind::Put | Kind::Get) {
             match self.take_mrs(st, i) {
                 Ok(()) => {}
-                Err(e) if e == EAGAIN || e == crate::pool::GROW => return Start::Wait,
+                Err(e) if e == EAGAIN || e == crate::reg::pool::GROW => return Start::Wait,
                 Err(e) => {
                     self.apply(st, i, XEvent::NotPosted(e.to_errno()));
                     return Start::Went;
@@ -424,13 +424,13 @@ impl Conn {
             self.pool_can_serve(region)?;
         }
         let res = &self.iface.res;
-        let me: Arc<dyn crate::pool::Waiter> = self.clone();
+        let me: Arc<dyn crate::reg::pool::Waiter> = self.clone();
         // MRs are never allocated under this lock: the work item allocates them
-        // ([`crate::pool::GROW`], [`Conn::grow_pool`]) and this is tried again.
+        // ([`crate::reg::pool::GROW`], [`Conn::grow_pool`]) and this is tried again.
         let r = res
             .pool
             .try_get(n, res.pool.reserve(), &mut x.free, &me, false);
-        if r.as_ref().is_err_and(|e| *e == crate::pool::GROW) {
+        if r.as_ref().is_err_and(|e| *e == crate::reg::pool::GROW) {
             x.grow = n;
             st.work_wanted = true;
         }
@@ -520,7 +520,7 @@ impl Conn {
         }
         if st.in_line && !st.xfers.iter().any(|x| x.waits_mrs) {
             st.in_line = false;
-            let me: Arc<dyn crate::pool::Waiter> = self.clone();
+            let me: Arc<dyn crate::reg::pool::Waiter> = self.clone();
             res.pool.leave(&me);
         }
         self.cv.notify_all();
@@ -830,7 +830,7 @@ impl Conn {
     }
 }
 
-impl crate::pool::Waiter for Conn {
+impl crate::reg::pool::Waiter for Conn {
     fn mrs_back(self: Arc<Self>) {
         self.kick(None);
     }

@@ -22,7 +22,7 @@ use super::{
     Device,
     DeviceRef, //
 };
-use crate::frag::Seg;
+use crate::rules::frag::Seg;
 
 /// A buffer of `len` bytes starting `offset` bytes into a list of pages it owns.
 ///

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The kernel's HMAC-SHA256 (lib/crypto) and random bytes, for the console's proofs of the
-//! cluster key (`crate::auth`).
+//! cluster key (`crate::selftest::auth`).
 
 use super::ib;
 

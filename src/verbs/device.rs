@@ -16,7 +16,7 @@ use kernel::{
 };
 
 use super::ib;
-use crate::limits::DeviceAttrs;
+use crate::rules::limits::DeviceAttrs;
 
 /// An RDMA device registered with ib_core.
 ///

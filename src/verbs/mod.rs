@@ -10,7 +10,7 @@
 /// Logs at `$level`, rate-limited per call site (10 lines per 5 s, then a count of those
 /// held back): for what a peer, a fault or a busy device can make happen at the rate of
 /// requests (a verb's failure, a QP's event). `limited!(@with LIMIT, ...)` uses the given
-/// [`crate::ratelimit::RateLimit`] instead; `crate::show::pr_limited!` is built on it.
+/// [`crate::rules::ratelimit::RateLimit`] instead; `crate::show::pr_limited!` is built on it.
 macro_rules! limited {
     (@with $limit:ident, $level:ident, $($arg:tt)*) => {{
         if let Some(held) = $limit.check($crate::verbs::now_ms()) {
@@ -21,7 +21,7 @@ macro_rules! limited {
         }
     }};
     ($level:ident, $($arg:tt)*) => {{
-        static LIMIT: $crate::ratelimit::RateLimit = $crate::ratelimit::RateLimit::new();
+        static LIMIT: $crate::rules::ratelimit::RateLimit = $crate::rules::ratelimit::RateLimit::new();
         $crate::verbs::limited!(@with LIMIT, $level, $($arg)*)
     }};
 }

@@ -27,7 +27,7 @@ use super::{
     DmaSgl,
     Pd, //
 };
-use crate::mr_state;
+use crate::rules::mr_state;
 
 /// The ib_core MR, freed (`ib_dereg_mr`) when the last reference goes.
 ///
@@ -106,7 +106,7 @@ impl Tally {
     }
 }
 
-/// A fast-registration MR: the handle the lifecycle of [`crate::mr_state`] drives.
+/// A fast-registration MR: the handle the lifecycle of [`crate::rules::mr_state`] drives.
 pub(crate) struct Mr {
     raw: Arc<RawMr>,
     /// The pool's count of dropped handles.

@@ -26,7 +26,7 @@ use super::{
 };
 
 use super::ib;
-use crate::budget::{
+use crate::rules::budget::{
     Refused,
     SqBudget, //
 };

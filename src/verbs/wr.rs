@@ -24,7 +24,7 @@ use super::{
     Mr,
     MsgBuf, //
 };
-use crate::mr_state::{
+use crate::rules::mr_state::{
     self,
     state::{
         Invalidating,

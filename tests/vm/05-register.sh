@@ -30,7 +30,7 @@ mrs() {
 }
 
 # transfer_mrs OFFSET LENGTH MR_PAGES: the registrations of one registered transfer. The
-# client's buffer starts OFFSET bytes into its first page (src/lst.rs); the server's buffer
+# client's buffer starts OFFSET bytes into its first page (src/selftest/lst.rs); the server's buffer
 # starts at a page boundary (serving_region in src/transport/iface.rs). For a write (PUT)
 # the client registers its source and the server its sink (put.rs, serve.rs); for a read
 # (GET) the client registers its sink and the server its source (get.rs, serve.rs): the
@@ -128,7 +128,7 @@ grow() {
 }
 check "pool_size=1: 64 transfers 16 at a time complete, the pool grows" grow
 
-# Growing, the pool adds a quarter of what it holds beyond the need (src/pool.rs), so a
+# Growing, the pool adds a quarter of what it holds beyond the need (src/reg/pool.rs), so a
 # load that ramps up reaches its working set in a few steps. One write of 2 x mr_pages
 # pages at offset 1 (4 MiB on rxe) on a pool of 4: the client takes 3 MRs (2 x mr_pages
 # + 1 pages) of the 4; the server's sink needs 2 (2 x mr_pages pages) and finds 1, so the

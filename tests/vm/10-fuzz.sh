@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # The fuzzing peer: interface B mutates what it sends (messages and the connection
-# parameters of its requests, accepts and rejects: `fuzz` on the ctl file, src/fuzz.rs),
+# parameters of its requests, accepts and rejects: `fuzz` on the ctl file, src/rules/fuzz.rs),
 # reproducibly from a seed, while interface A runs brw with check=full against it, both
 # ways, and then while B itself runs brw against A (A serves B's mutated requests: GET
 # registrations, sizes, checks). Two rxe devices on a veth pair in one VM.

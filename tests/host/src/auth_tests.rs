@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/auth.rs` with `src/session.rs` and `src/control.rs`: a node's admission
+//! Tests of `src/selftest/auth.rs` with `src/selftest/session.rs` and `src/selftest/control.rs`: a node's admission
 //! of consoles' requests under the cluster key (challenges, session keys, sequence
 //! numbers, tags), against consoles holding the key, a wrong one, or none; and the
 //! challenges a node keeps.
 
-use crate::auth::*;
-use crate::control::*;
-use crate::control_tests::req;
-use crate::session::*;
+use crate::{
+    control_tests::req, //
+    selftest::{auth::*, control::*, session::*},
+};
 use hmac::{
     Hmac,
     Mac as _, //

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/budget.rs`.
+//! Tests of `src/rules/budget.rs`.
 
-use crate::budget::{
-    figures, per_transfer_with, sink, source, sq_depth, Figures, Refused, SqBudget, Wrs,
+use crate::rules::{
+    budget::{figures, per_transfer_with, sink, source, sq_depth, Figures, Refused, SqBudget, Wrs},
+    frag::Geometry,
 };
-use crate::frag::Geometry;
 use proptest::prelude::*;
 
 /// o2iblnd's send queue for the same queue depth: (1 + max_frags + 2) * queue_depth.
@@ -142,7 +142,7 @@ proptest! {
         cuts in prop::collection::vec(1u64..5000, 1..32),
     ) {
         let b = crate::frag_tests::cut(a.iter().sum(), &cuts);
-        let pieces = crate::frag::pieces(&a, &b).count() as u32;
+        let pieces = crate::rules::frag::pieces(&a, &b).count() as u32;
         let local = a.len() as u32;
         let wrs = per_transfer_with(local, b.len() as u32);
         // REG + RDMA + LOCAL_INV + SEND of the source.

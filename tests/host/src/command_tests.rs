@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/command.rs`.
+//! Tests of `src/rules/command.rs`.
 
-use crate::command::{parse_ipv4, parse_size};
+use crate::rules::command::{parse_ipv4, parse_size};
 
 #[test]
 fn sizes() {
@@ -43,7 +43,7 @@ fn addresses() {
 
 #[test]
 fn control_commands() {
-    use crate::command::{Ctl, IfaceTunables};
+    use crate::rules::command::{Ctl, IfaceTunables};
     assert_eq!(
         Ctl::parse("iface add rxe1 10.1.0.1 queue_depth=4 max_payload=1M port=9000\n"),
         Ok(Ctl::IfaceAdd {
@@ -175,7 +175,7 @@ fn control_commands() {
 
 #[test]
 fn corrupt_command() {
-    use crate::command::Ctl;
+    use crate::rules::command::Ctl;
     assert_eq!(
         Ctl::parse("corrupt 10.1.0.2 3"),
         Ok(Ctl::Corrupt {
@@ -189,8 +189,10 @@ fn corrupt_command() {
 
 #[test]
 fn selftest_commands() {
-    use crate::command::{Lst, LstOp, Span};
-    use crate::wire::Check;
+    use crate::rules::{
+        command::{Lst, LstOp, Span},
+        wire::Check,
+    };
     let t = Lst::parse("ping").unwrap();
     assert_eq!(t.op, LstOp::Ping);
     assert_eq!(t.peers(), &[] as &[[u8; 4]]);
@@ -242,8 +244,10 @@ fn selftest_commands() {
 
 #[test]
 fn misbehave_and_fault_commands() {
-    use crate::command::{Ctl, Fault};
-    use crate::wire::{Mangle, Misbehave};
+    use crate::rules::{
+        command::{Ctl, Fault},
+        wire::{Mangle, Misbehave},
+    };
     assert_eq!(
         Ctl::parse("misbehave 10.1.0.2 short"),
         Ok(Ctl::Misbehave {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/conn_state.rs`: the whole transition table.
+//! Tests of `src/rules/conn_state.rs`: the whole transition table.
 
-use crate::conn_state::{backoff_ms, next, Action, Event, State};
+use crate::rules::conn_state::{backoff_ms, next, Action, Event, State};
 
 const EVENTS: [Event; 13] = [
     Event::Connect,

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/control.rs` and `src/session.rs`: golden vectors of the control payloads,
+//! Tests of `src/selftest/control.rs` and `src/selftest/session.rs`: golden vectors of the control payloads,
 //! round trips, a decoder fed random and mutated bytes, the allow list. The node's
 //! admission rules (keys, sessions, leases) are `auth_tests.rs`'.
 
-use crate::control::*;
-use crate::session::*;
+use crate::selftest::{control::*, session::*};
 use proptest::prelude::*;
 
 fn hex(b: &[u8]) -> String {
@@ -264,7 +263,7 @@ fn requests_refused() {
 
 #[test]
 fn payload_fits_a_message() {
-    assert_eq!(MAX_PAYLOAD, crate::wire::MAX_CONTROL);
+    assert_eq!(MAX_PAYLOAD, crate::rules::wire::MAX_CONTROL);
     const { assert!(START_LEN + 4 * MAX_PEERS + TRAILER_LEN <= MAX_PAYLOAD && REPLY_LEN <= MAX_PAYLOAD) };
     let r = Reply::decode(&[0u8; REPLY_LEN], Op::Query);
     assert_eq!(r, Err(Bad::Op));
@@ -439,9 +438,10 @@ proptest! {
 }
 
 mod commands {
-    use crate::command::Ctl;
-    use crate::console_cmd::*;
-    use crate::control::*;
+    use crate::{
+        rules::command::Ctl, //
+        selftest::{console_cmd::*, control::*},
+    };
 
     #[test]
     fn console_commands() {
@@ -543,11 +543,14 @@ mod commands {
             let line = format!("console key {bad}");
             assert!(Ctl::parse(&line).is_err(), "{line}");
             // A refused key is never logged.
-            assert!(!crate::command::shown(&line).contains("0011"), "{line}");
+            assert!(
+                !crate::rules::command::shown(&line).contains("0011"),
+                "{line}"
+            );
         }
         assert!(Ctl::parse(&format!("console key {hex} x")).is_err());
         assert_eq!(
-            crate::command::shown(" console  allow 10.0.0.3 "),
+            crate::rules::command::shown(" console  allow 10.0.0.3 "),
             "console  allow 10.0.0.3"
         );
         assert!(Ctl::parse("console allow").is_err());

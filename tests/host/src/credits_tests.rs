@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/credits.rs`: two sides exchanging messages under the credit rules.
+//! Tests of `src/rules/credits.rs`: two sides exchanging messages under the credit rules.
 
-use crate::credits::{limit, noop_now, noop_threshold};
+use crate::rules::credits::{limit, noop_now, noop_threshold};
 use proptest::prelude::*;
 use std::collections::VecDeque;
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/dial_state.rs`: the transition table, and properties over random event
+//! Tests of `src/rules/dial_state.rs`: the transition table, and properties over random event
 //! sequences (everyone waiting is released exactly once per run, rounds are bounded, a
 //! run always ends).
 
-use crate::conn_state::backoff_ms;
-use crate::dial_state::{
-    Action, Dial, Down, Event, Phase, ECONNREFUSED, ETIMEDOUT, MAX_ROUNDS, ROUND_MS,
+use crate::rules::{
+    conn_state::backoff_ms,
+    dial_state::{Action, Dial, Down, Event, Phase, ECONNREFUSED, ETIMEDOUT, MAX_ROUNDS, ROUND_MS},
 };
 use proptest::prelude::*;
 
@@ -147,7 +147,7 @@ proptest! {
 
 #[test]
 fn forgotten_only_when_nothing_is_under_way_and_a_failure_is_long_past() {
-    use crate::dial_state::REAP_AFTER_MS;
+    use crate::rules::dial_state::REAP_AFTER_MS;
     assert_eq!(u64::from(backoff_ms(u32::MAX)), REAP_AFTER_MS);
     let mut d = Dial::new();
     assert!(d.reapable(0));

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/frag.rs`: every plan is checked against a model of the kernel's
+//! Tests of `src/rules/frag.rs`: every plan is checked against a model of the kernel's
 //! `ib_sg_to_pages()` (drivers/infiniband/core/verbs.c), the function that decides what an
 //! MR really maps.
 
-use crate::frag::{pieces, plan, Geometry, Piece, Seg, Span};
+use crate::rules::frag::{pieces, plan, Geometry, Piece, Seg, Span};
 use proptest::prelude::*;
 
 /// Model of the RDMA WRITE work requests [`pieces`] gives (the module no longer counts them

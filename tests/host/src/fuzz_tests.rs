@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/fuzz.rs` (the fuzzing peer's mutator) and `src/tally.rs`, and the corpus
+//! Tests of `src/rules/fuzz.rs` (the fuzzing peer's mutator) and `src/rules/tally.rs`, and the corpus
 //! run of the receiver's decoder: a corpus of one valid message of every type (with and
 //! without checksums) and the connection parameters, mutated 100,000 times by the same
 //! mutator the fuzzing peer uses in the VM.
 
-use crate::fuzz::{mutate_msg, mutate_params, Fuzzer, Mutation, Rng};
-use crate::tally::*;
-use crate::wire::*;
+use crate::rules::{
+    fuzz::{mutate_msg, mutate_params, Fuzzer, Mutation, Rng},
+    tally::*,
+    wire::*,
+};
 use proptest::prelude::*;
 
 use crate::wire_tests::{regs, LOCAL, PEER};

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/limits.rs`.
+//! Tests of `src/rules/limits.rs`.
 
-use crate::limits::{DeviceAttrs, Unsupported};
+use crate::rules::limits::{DeviceAttrs, Unsupported};
 
 fn rxe() -> DeviceAttrs {
     DeviceAttrs {

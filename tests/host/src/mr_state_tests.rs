@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/mr_state.rs`: the typestate drives a model of rxe's MR (which refuses
+//! Tests of `src/rules/mr_state.rs`: the typestate drives a model of rxe's MR (which refuses
 //! REG on a valid MR and invalidation with a wrong key) through every legal path, and
 //! misuse is rejected by the compiler.
 
-use crate::mr_state::{Handle, Mr};
-use std::cell::RefCell;
-use std::collections::HashSet;
-use std::process::Command;
-use std::rc::Rc;
+use crate::rules::mr_state::{Handle, Mr};
+use std::{cell::RefCell, collections::HashSet, process::Command, rc::Rc};
 
 /// rxe's MR states (drivers/infiniband/sw/rxe/rxe_mr.c).
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -122,12 +119,12 @@ fn failed_map_keeps_the_mr_free() {
     assert!(free.map(&[1u8][..]).is_ok());
 }
 
-/// Compiles `body` against `src/mr_state.rs` with the same rustc cargo uses.
+/// Compiles `body` against `src/rules/mr_state.rs` with the same rustc cargo uses.
 fn compiles(body: &str) -> (bool, String) {
     let dir = std::env::temp_dir().join(format!("fastreg-typestate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join(format!("case{}.rs", body.len()));
-    let state = concat!(env!("CARGO_MANIFEST_DIR"), "/../../src/mr_state.rs");
+    let state = concat!(env!("CARGO_MANIFEST_DIR"), "/../../src/rules/mr_state.rs");
     std::fs::write(
         &src,
         format!(

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/negotiate.rs`.
+//! Tests of `src/rules/negotiate.rs`.
 
-use crate::negotiate::*;
-use crate::wire::{ConnParams, FEATURE_CHECKSUM, FEATURE_REMOTE_INV};
+use crate::rules::{
+    negotiate::*,
+    wire::{ConnParams, FEATURE_CHECKSUM, FEATURE_REMOTE_INV},
+};
 use proptest::prelude::*;
 
 fn local(qd: u16, regs: u16, payload: u32, stamp: u64) -> Local {
@@ -214,7 +216,7 @@ proptest! {
 
 #[test]
 fn inline_is_the_smaller_of_both_and_fits_the_messages() {
-    use crate::wire::{inline_fits, msg_size};
+    use crate::rules::wire::{inline_fits, msg_size};
     let with = |inline: u16| Local {
         max_msg: msg_size(u32::from(inline)),
         max_inline: inline,
@@ -262,7 +264,7 @@ proptest! {
         pa in prop::sample::select(vec![4096u32, 8192, 1 << 20]),
         pb in prop::sample::select(vec![4096u32, 8192, 1 << 20]),
     ) {
-        use crate::wire::{inline_fits, msg_size};
+        use crate::rules::wire::{inline_fits, msg_size};
         // As an interface states its limits: inline within its messages and its payload.
         let mk = |inline: u16, payload: u32, stamp| {
             let mut l = Local { max_inline: inline, ..local(8, 16, payload, stamp) };

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/params.rs`.
+//! Tests of `src/rules/params.rs`.
 
-use crate::params::{self, ParamError, Params, Spec, ALL};
+use crate::rules::params::{self, ParamError, Params, Spec, ALL};
 use proptest::prelude::*;
 
 fn defaults() -> [u32; 13] {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/ratelimit.rs`.
+//! Tests of `src/rules/ratelimit.rs`.
 
-use crate::ratelimit::{RateLimit, BURST, INTERVAL_MS};
+use crate::rules::ratelimit::{RateLimit, BURST, INTERVAL_MS};
 use proptest::prelude::*;
 
 #[test]
@@ -87,8 +87,8 @@ proptest! {
 
 #[test]
 fn a_burst_of_its_own() {
-    let l = RateLimit::with_burst(crate::ratelimit::CONN_BURST);
-    for _ in 0..crate::ratelimit::CONN_BURST {
+    let l = RateLimit::with_burst(crate::rules::ratelimit::CONN_BURST);
+    for _ in 0..crate::rules::ratelimit::CONN_BURST {
         assert_eq!(l.check(5), Some(0));
     }
     assert_eq!(l.check(6), None);

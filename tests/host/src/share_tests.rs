@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/share.rs`: a peer's share, its charges, the serving side's reserve.
+//! Tests of `src/rules/share.rs`: a peer's share, its charges, the serving side's reserve.
 
-use crate::share::*;
+use crate::rules::share::*;
 use proptest::prelude::*;
 
 fn lim() -> Limits {

@@ -2,7 +2,7 @@
 
 //! Selftest statistics: merging, percentiles, rates, error kinds.
 
-use crate::stats::*;
+use crate::selftest::stats::*;
 use proptest::prelude::*;
 
 #[test]

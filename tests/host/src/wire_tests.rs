@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/wire.rs`: golden byte vectors for every message, round trips, and a
+//! Tests of `src/rules/wire/`: golden byte vectors for every message, round trips, and a
 //! decoder fuzzed with random and mutated input.
 
-use crate::wire::*;
+use crate::rules::wire::*;
 use proptest::prelude::*;
 
 pub(crate) const LOCAL: u64 = 0x1111_2222_3333_4444;

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/xfer_state.rs`: the whole transition table, and properties over random
+//! Tests of `src/rules/xfer_state.rs`: the whole transition table, and properties over random
 //! event sequences (the outcome is reported exactly once, never while a key is alive;
 //! every failure with live keys invalidates or fails the connection).
 
-use crate::xfer_state::{Action, Event, Keys, Kind, State, Track, ECONNABORTED, EIO, ETIMEDOUT};
+use crate::rules::xfer_state::{
+    Action, Event, Keys, Kind, State, Track, ECONNABORTED, EIO, ETIMEDOUT,
+};
 use proptest::prelude::*;
 
 const EAGAIN: i32 = -11;

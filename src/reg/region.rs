@@ -9,17 +9,24 @@ use kernel::{
 };
 
 use crate::{
-    frag::{
-        self,
-        Geometry,
-        Span, //
+    reg::pool::Pool,
+    rules::{
+        frag::{
+            self,
+            Geometry,
+            Span, //
+        },
+        mr_state::state::{
+            Free,
+            Invalidating,
+            Registered, //
+        },
+        wire::{
+            Check,
+            Reg,
+            Regs, //
+        },
     },
-    mr_state::state::{
-        Free,
-        Invalidating,
-        Registered, //
-    },
-    pool::Pool,
     verbs::{
         Access,
         Buffer,
@@ -28,11 +35,6 @@ use crate::{
         Pd,
         SendChain,
         SglSpan, //
-    },
-    wire::{
-        Check,
-        Reg,
-        Regs, //
     },
 };
 
@@ -125,7 +127,7 @@ impl Region {
     }
 
     /// Takes the MRs the region needs from the pool, leaving `reserve` (see
-    /// [`crate::pool::Pool::reserve`]); `EAGAIN` when they cannot be had now.
+    /// [`crate::reg::pool::Pool::reserve`]); `EAGAIN` when they cannot be had now.
     pub(crate) fn take(&self, pool: &Pool, reserve: u32) -> Result<KVec<FrMr<Free>>> {
         let n = self.nmrs();
         let mut free: KVec<FrMr<Free>> = KVec::with_capacity(n as usize, GFP_KERNEL)?;
@@ -273,7 +275,7 @@ pub(crate) fn writes(
     remote: &[Reg],
 ) -> Result {
     // A message carries at most `MAX_REGS` registrations: no allocation per transfer.
-    let mut lens = [0u64; crate::wire::MAX_REGS];
+    let mut lens = [0u64; crate::rules::wire::MAX_REGS];
     let rl = lens.get_mut(..remote.len()).ok_or(EINVAL)?;
     for (l, r) in rl.iter_mut().zip(remote) {
         *l = u64::from(r.len);

@@ -34,15 +34,19 @@ use kernel::{
 };
 
 use crate::{
-    ask,
-    command,
-    conn_state::State,
-    console::Console,
-    console_cmd::ConsoleCmd,
     device::Devices,
-    lst,
-    negotiate::Reason,
-    params::Params,
+    rules::{
+        command,
+        conn_state::State,
+        negotiate::Reason,
+        params::Params, //
+    },
+    selftest::{
+        ask,
+        console::Console,
+        console_cmd::ConsoleCmd,
+        lst, //
+    },
     show::Show,
     transport::{
         ConnSnap,
@@ -145,7 +149,7 @@ fn write_iface(i: &IfaceSnap, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Re
             fz.total()
         )?;
         let mut any = false;
-        for (m, n) in crate::fuzz::Mutation::ALL.iter().zip(fz.made) {
+        for (m, n) in crate::rules::fuzz::Mutation::ALL.iter().zip(fz.made) {
             if n > 0 {
                 write!(f, "{}{}:{}", if any { "," } else { "" }, m.name(), n)?;
                 any = true;

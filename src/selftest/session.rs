@@ -2,9 +2,9 @@
 
 //! A node's side of the console's trust model.
 //!
-//! A node accepts control requests (`crate::control`) only from the consoles its
+//! A node accepts control requests (`crate::selftest::control`) only from the consoles its
 //! administrator allowed ([`Allow`], `console allow ADDR`; none by default) that prove the
-//! cluster key (`crate::auth`; without a key installed every console is refused), is in one
+//! cluster key (`crate::selftest::auth`; without a key installed every console is refused), is in one
 //! session at a time, and holds it only while its console keeps speaking ([`Node`]: a lease
 //! renewed by every request of the session and expired by the periodic work), so a dead
 //! console never leaves a test running. An address is only a first filter: a session is
@@ -12,7 +12,7 @@
 //!
 //! Pure logic: no `kernel::`, compiled by the host tests too.
 
-use crate::{
+use crate::selftest::{
     auth::{
         self,
         Challenge,

@@ -137,12 +137,12 @@ pub(crate) enum Ctl<'a> {
     /// `misbehave LOCAL short|unknown_done|dup_done|record_get|bogus_inv|flood|credits [N]`: test
     /// hook: the next N times
     /// (default 1) interface LOCAL is in that role it misbehaves towards its peer, as a
-    /// hostile peer would (see [`crate::wire::Misbehave`]). 0 disarms it.
+    /// hostile peer would (see [`crate::rules::wire::Misbehave`]). 0 disarms it.
     Misbehave {
         /// Local interface address.
         local: [u8; 4],
         /// How.
-        how: crate::wire::Misbehave,
+        how: crate::rules::wire::Misbehave,
         /// How many times.
         n: u32,
     },
@@ -154,7 +154,7 @@ pub(crate) enum Ctl<'a> {
         peer: [u8; 4],
     },
     /// `console allow|deny ADDR`, `console list`: the consoles that may drive this node's
-    /// tests (`crate::session`), and the session it is in.
+    /// tests (`crate::selftest::session`), and the session it is in.
     Console {
         /// Allow (`Some(true)`), deny (`Some(false)`) or list (`None`).
         allow: Option<bool>,
@@ -163,7 +163,7 @@ pub(crate) enum Ctl<'a> {
     },
     /// `console key HEX|none`: installs the cluster key (64 hex digits: the SHA-256 of the
     /// site's key file, as `fastreg-lst console key FILE` writes it), or removes it
-    /// (`crate::auth`). Never shown back, nor logged.
+    /// (`crate::selftest::auth`). Never shown back, nor logged.
     ConsoleKey {
         /// The key, or none.
         key: Option<[u8; 32]>,
@@ -171,7 +171,7 @@ pub(crate) enum Ctl<'a> {
     /// `fuzz LOCAL [seed=S] [rate=PPM] count=N`: test hook. Interface LOCAL mutates what
     /// it sends (messages and connection parameters), `rate` per million (default all of
     /// them), until it made `count` mutations, reproducibly from `seed` (default 1); see
-    /// [`crate::fuzz`]. `fuzz LOCAL off` (or `count=0`) stops it.
+    /// [`crate::rules::fuzz`]. `fuzz LOCAL off` (or `count=0`) stops it.
     Fuzz {
         /// Local interface address.
         local: [u8; 4],
@@ -188,7 +188,7 @@ pub(crate) enum Ctl<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fault {
     /// A GET whose request is corrupted this way.
-    Mangle(crate::wire::Mangle),
+    Mangle(crate::rules::wire::Mangle),
     /// A PUT, then an RDMA WRITE with the sink's old rkey.
     StaleRkey,
     /// An RDMA WRITE with the registrations of the last GET served (recorded).
@@ -283,10 +283,10 @@ impl<'a> Ctl<'a> {
                 let local = ip(local)?;
                 let peer = ip(w.next())?;
                 let what = match w.next() {
-                    Some("magic") => Fault::Mangle(crate::wire::Mangle::Magic),
-                    Some("regs") => Fault::Mangle(crate::wire::Mangle::Regs),
-                    Some("length") => Fault::Mangle(crate::wire::Mangle::Length),
-                    Some("credits") => Fault::Mangle(crate::wire::Mangle::Credits),
+                    Some("magic") => Fault::Mangle(crate::rules::wire::Mangle::Magic),
+                    Some("regs") => Fault::Mangle(crate::rules::wire::Mangle::Regs),
+                    Some("length") => Fault::Mangle(crate::rules::wire::Mangle::Length),
+                    Some("credits") => Fault::Mangle(crate::rules::wire::Mangle::Credits),
                     Some("stale_rkey") => Fault::StaleRkey,
                     Some("stale_get") => Fault::StaleGet,
                     _ => return Err("unknown fault"),
@@ -308,7 +308,7 @@ impl<'a> Ctl<'a> {
                 let local = ip(local)?;
                 let how = w
                     .next()
-                    .and_then(crate::wire::Misbehave::parse)
+                    .and_then(crate::rules::wire::Misbehave::parse)
                     .ok_or("unknown misbehaviour")?;
                 let n = match w.next() {
                     Some(v) => parse_num(v, 0, u64::from(MAX_COUNT))?,
@@ -443,7 +443,7 @@ pub(crate) struct Lst {
     /// Byte offset of the client's buffers into their first page.
     pub(crate) offset: u64,
     /// How the data are checked.
-    pub(crate) check: crate::wire::Check,
+    pub(crate) check: crate::rules::wire::Check,
     /// Transfers in flight per peer.
     pub(crate) concurrency: u32,
     /// How long it runs.
@@ -451,9 +451,9 @@ pub(crate) struct Lst {
 }
 
 impl Lst {
-    /// The test a console started (`crate::control::Start`): its peers are given apart.
-    pub(crate) fn of_start(st: &crate::control::Start) -> Self {
-        use crate::control::{Span as S, Test};
+    /// The test a console started (`crate::selftest::control::Start`): its peers are given apart.
+    pub(crate) fn of_start(st: &crate::selftest::control::Start) -> Self {
+        use crate::selftest::control::{Span as S, Test};
         let op = match st.test {
             Test::Ping => LstOp::Ping,
             Test::Read => LstOp::Read,
@@ -466,7 +466,8 @@ impl Lst {
             npeers: 0,
             size: if op == LstOp::Ping { 0 } else { st.size },
             offset: u64::from(st.offset),
-            check: crate::wire::Check::from_u8(st.check).unwrap_or(crate::wire::Check::None),
+            check: crate::rules::wire::Check::from_u8(st.check)
+                .unwrap_or(crate::rules::wire::Check::None),
             concurrency: u32::from(st.concurrency),
             span: match st.span {
                 S::Count(n) => Span::Count(n),
@@ -482,7 +483,7 @@ impl Lst {
 
     /// Parses a selftest command.
     pub(crate) fn parse(line: &str) -> Result<Self, ParseError> {
-        use crate::wire::Check;
+        use crate::rules::wire::Check;
         let mut w = line.split_ascii_whitespace();
         let op = match (w.next(), line.split_ascii_whitespace().nth(1)) {
             (Some("ping"), _) => LstOp::Ping,

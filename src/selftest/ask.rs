@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The selftest console, the console's side: one control request sent to many nodes at
-//! once (a `console` debugfs command, [`crate::console_cmd`]), each a round trip on the
+//! once (a `console` debugfs command, [`crate::selftest::console_cmd`]), each a round trip on the
 //! connection to the node, made on first use like any transfer's; the writer waits for
 //! every answer, or for the command's timeout. A node that does not answer in time is
 //! reported as such (`ETIMEDOUT`): a late answer is dropped.
 //!
-//! Every request proves the cluster key (`crate::auth`): a JOIN or a read-only QUERY is
+//! Every request proves the cluster key (`crate::selftest::auth`): a JOIN or a read-only QUERY is
 //! preceded by a HELLO that fetches the node's challenge; a JOIN admitted leaves the
 //! session's key and sequence numbers here ([`Held`]), and the session's later requests
 //! are tagged with them. A reply that admits a request counts only with its tag.
@@ -29,18 +29,20 @@ use crate::{
         Outcome,
         Request, //
     },
-    auth::{
-        self,
-        Key,
-        NONCE_LEN, //
-    },
-    console_cmd::ConsoleCmd,
-    control::{
-        self,
-        Op,
-        Payload,
-        Reply,
-        Request as CtlRequest, //
+    selftest::{
+        auth::{
+            self,
+            Key,
+            NONCE_LEN, //
+        },
+        console_cmd::ConsoleCmd,
+        control::{
+            self,
+            Op,
+            Payload,
+            Reply,
+            Request as CtlRequest, //
+        },
     },
     show::{
         pr_limited,
@@ -52,7 +54,7 @@ use crate::{
         self,
         SockAddr, //
     },
-    wait,
+    wait, //
 };
 
 /// Most sessions a console holds at once (on as many nodes); the oldest gives way.

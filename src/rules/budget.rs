@@ -186,7 +186,7 @@ pub(crate) struct Figures {
 /// The figures for MRs of `geo`, transfers of up to `max_payload` bytes, `queue_depth` of
 /// them in flight, a peer advertising up to `max_regs` registrations. `None` on overflow.
 pub(crate) fn figures(
-    geo: &crate::frag::Geometry,
+    geo: &crate::rules::frag::Geometry,
     max_payload: u64,
     queue_depth: u32,
     max_regs: u32,

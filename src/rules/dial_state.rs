@@ -11,7 +11,7 @@
 //! Pure logic: no `kernel::`, compiled by the host tests too (transition table and
 //! property tests).
 
-use crate::conn_state::backoff_ms;
+use crate::rules::conn_state::backoff_ms;
 
 /// Negotiation rounds (connections) in one run before it gives up.
 pub(crate) const MAX_ROUNDS: u32 = 6;

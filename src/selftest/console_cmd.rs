@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Parsing of the commands written to the `console` debugfs file: one control request
-//! (`crate::control`) sent to one or more nodes at once.
+//! (`crate::selftest::control`) sent to one or more nodes at once.
 //!
 //! `OP nodes=IP[,IP...] [from=IP] [session=N] [lease=MS] [timeout=MS]`, where OP is `join`
 //! (needs `lease`), `leave`, `stop` or `query` (`session` 0 or none: read only); and
@@ -11,12 +11,12 @@
 //! Pure logic: no `kernel::`, compiled by the host tests too.
 
 use crate::{
-    command::{
+    rules::command::{
         parse_ipv4,
         parse_num,
         ParseError, //
     },
-    control::{
+    selftest::control::{
         Op,
         Request,
         Span,
@@ -82,7 +82,7 @@ impl ConsoleCmd {
                 start: None,
                 nonce: None,
                 seq: 0,
-                tag: [0; crate::auth::TAG_LEN],
+                tag: [0; crate::selftest::auth::TAG_LEN],
             },
             timeout_ms: TIMEOUT_MS,
         };
@@ -130,8 +130,10 @@ impl ConsoleCmd {
                         _ => return Err("test is ping, read or write"),
                     })
                 }
-                "size" => st.size = parse_num(v, 1, crate::control::MAX_SIZE)?,
-                "offset" => st.offset = parse_num(v, 0, crate::control::MAX_OFFSET.into())?,
+                "size" => st.size = parse_num(v, 1, crate::selftest::control::MAX_SIZE)?,
+                "offset" => {
+                    st.offset = parse_num(v, 0, crate::selftest::control::MAX_OFFSET.into())?
+                }
                 "check" => {
                     st.check = match v {
                         "none" => 0,
@@ -141,11 +143,22 @@ impl ConsoleCmd {
                     }
                 }
                 "concurrency" => {
-                    st.concurrency = parse_num(v, 1, crate::control::MAX_CONCURRENCY.into())?
+                    st.concurrency =
+                        parse_num(v, 1, crate::selftest::control::MAX_CONCURRENCY.into())?
                 }
-                "count" => span = Some(Span::Count(parse_num(v, 1, crate::control::MAX_COUNT)?)),
+                "count" => {
+                    span = Some(Span::Count(parse_num(
+                        v,
+                        1,
+                        crate::selftest::control::MAX_COUNT,
+                    )?))
+                }
                 "seconds" => {
-                    span = Some(Span::Seconds(parse_num(v, 1, crate::control::MAX_SECONDS)?))
+                    span = Some(Span::Seconds(parse_num(
+                        v,
+                        1,
+                        crate::selftest::control::MAX_SECONDS,
+                    )?))
                 }
                 "peers" => st.npeers = addrs(v, &mut st.peers)? as u8,
                 _ => return Err("unknown console setting"),

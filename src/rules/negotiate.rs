@@ -10,7 +10,7 @@
 //! values to the peer's and reconnects: values only ever go down, so negotiation ends. An
 //! accept is checked to grant no more than was asked.
 
-use crate::wire::{
+use crate::rules::wire::{
     inline_fits,
     ConnParams,
     FEATURES,

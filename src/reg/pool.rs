@@ -6,7 +6,7 @@
 //! grown on demand up to `pool_max`, and MRs beyond `pool_size` that stay idle for
 //! `pool_idle` seconds are released (checked whenever the pool is used). The pool only
 //! hands out MRs in the `Free` state and only takes back `Invalidated` ones
-//! ([`crate::mr_state`]); an MR whose registration or invalidation failed is destroyed,
+//! ([`crate::rules::mr_state`]); an MR whose registration or invalidation failed is destroyed,
 //! never reused. A transfer takes all the MRs it needs at once, so transfers waiting for
 //! MRs cannot deadlock each other; when the pool is exhausted its connection waits in a
 //! line, without a thread, served first come, first served ([`Waiter`]).
@@ -37,14 +37,14 @@ use crate::verbs::{
 };
 
 use crate::{
-    mr_state::state::{
+    room::swap_bigger,
+    rules::mr_state::state::{
         Free,
         Invalidated,
         Invalidating,
         Mapped,
         Registered, //
     },
-    room::swap_bigger,
     verbs::{
         FrMr,
         Mr,

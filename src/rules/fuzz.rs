@@ -15,7 +15,7 @@
 //! are reached; a bit flip keeps the old one a quarter of the time (the checksum must catch
 //! it).
 
-use crate::wire::{self, Type, CONN_LEN, HDR_LEN, REG_LEN};
+use crate::rules::wire::{self, Type, CONN_LEN, HDR_LEN, REG_LEN};
 
 /// A seedable generator (splitmix64).
 #[derive(Clone, Copy, Debug)]
@@ -294,7 +294,7 @@ pub(crate) fn mutate_msg(rng: &mut Rng, buf: &mut [u8], len: usize) -> (usize, M
 /// Mutates connection parameters in `b` (private data of a request, accept or reject):
 /// one field to a nasty value, or a few bit flips.
 pub(crate) fn mutate_params(rng: &mut Rng, b: &mut [u8]) -> Mutation {
-    // (offset, bytes) of every field (wire.rs, ConnParams::encode).
+    // (offset, bytes) of every field (wire/conn.rs, ConnParams::encode).
     const FIELDS: [(usize, usize); 14] = [
         (0, 4),
         (4, 1),

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The selftest console, a node's side: it answers consoles' control requests
-//! ([`crate::control`]) under the trust model of [`crate::session`], and runs the test a
+//! ([`crate::selftest::control`]) under the trust model of [`crate::selftest::session`], and runs the test a
 //! console started, from the interface the request came to, as `fastreg-lst` runs a local
-//! one ([`crate::lst`]).
+//! one ([`crate::selftest::lst`]).
 //!
 //! The transport hands each request up through [`Control`], with a connection's lock
 //! held: answering takes only this object's lock and a run's counters; a test is started
@@ -26,30 +26,32 @@ use kernel::{
 };
 
 use crate::{
-    auth::{
-        self,
-        Key, //
-    },
-    command::Lst,
-    control::{
-        self,
-        Counters,
-        Op,
-        Payload,
-        Reply,
-        Request,
-        RunState,
-        Start, //
-    },
-    lst::{
-        self,
-        Run, //
-    },
-    session::{
-        Admitted,
-        Node,
-        Session,
-        Verdict, //
+    rules::command::Lst,
+    selftest::{
+        auth::{
+            self,
+            Key, //
+        },
+        control::{
+            self,
+            Counters,
+            Op,
+            Payload,
+            Reply,
+            Request,
+            RunState,
+            Start, //
+        },
+        lst::{
+            self,
+            Run, //
+        },
+        session::{
+            Admitted,
+            Node,
+            Session,
+            Verdict, //
+        },
     },
     show::{
         pr_limited,
@@ -59,7 +61,7 @@ use crate::{
         Control,
         Iface, //
     },
-    verbs,
+    verbs, //
 };
 
 /// What a node's console side holds.
@@ -162,7 +164,7 @@ impl Console {
         }
     }
 
-    /// The cluster key, for this node's own console requests (`crate::ask`).
+    /// The cluster key, for this node's own console requests (`crate::selftest::ask`).
     pub(crate) fn key(&self) -> Option<Key> {
         self.inner.st.lock().node.key
     }

@@ -11,7 +11,7 @@
 //! pattern differs from the last; the completion callback ([`Client::done`]) counts the
 //! outcome per peer and starts the slot's next transfer. No thread waits per transfer:
 //! the only one is the writer of the command (or, for a test a console started, its work
-//! item: `crate::console`), which waits until every slot has ended (so no callback
+//! item: `crate::selftest::console`), which waits until every slot has ended (so no callback
 //! outlives the module) and restarts, after a pause, the slots whose last transfer failed
 //! (so a peer that refuses at once is not spun on).
 
@@ -41,13 +41,13 @@ use crate::{
         Outcome,
         Request, //
     },
-    command::{
+    reg::region::Region,
+    rules::command::{
         Lst,
         LstOp,
         Span, //
     },
-    region::Region,
-    stats::{
+    selftest::stats::{
         ErrKind,
         Stats, //
     },
@@ -55,7 +55,7 @@ use crate::{
         Iface,
         Ifaces, //
     },
-    verbs::SockAddr,
+    verbs::SockAddr, //
 };
 
 /// What the slots share.
@@ -98,14 +98,14 @@ static TEST_MEM: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::
 
 /// The most bytes of buffers one test may take (`test_mem`), set at load.
 static TEST_LIMIT: core::sync::atomic::AtomicU64 =
-    core::sync::atomic::AtomicU64::new((crate::params::TEST_MEM.default as u64) << 20);
+    core::sync::atomic::AtomicU64::new((crate::rules::params::TEST_MEM.default as u64) << 20);
 
 /// The most bytes of buffers the node's tests may hold at once (`tests_mem`), set at load;
 /// 0 for an eighth of the node's memory.
 static NODE_LIMIT: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 /// Takes the limits on tests' buffers from the module parameters.
-pub(crate) fn set_limits(p: &crate::params::Params) {
+pub(crate) fn set_limits(p: &crate::rules::params::Params) {
     use core::sync::atomic::Ordering::Relaxed as R;
     TEST_LIMIT.store(u64::from(p.test_mem) << 20, R);
     NODE_LIMIT.store(u64::from(p.tests_mem) << 20, R);
@@ -446,7 +446,7 @@ pub(crate) struct Progress {
     pub(crate) ops: u64,
     pub(crate) bytes: u64,
     /// Failed transfers, by [`ErrKind`].
-    pub(crate) errors: [u64; crate::stats::ERR_KINDS],
+    pub(crate) errors: [u64; crate::selftest::stats::ERR_KINDS],
     /// Transfers with bad data.
     pub(crate) corrupt: u64,
     /// Microseconds since it started.
@@ -474,7 +474,7 @@ impl Run {
         let mut p = Progress {
             ops: 0,
             bytes: 0,
-            errors: [0; crate::stats::ERR_KINDS],
+            errors: [0; crate::selftest::stats::ERR_KINDS],
             corrupt: 0,
             usecs: self.start.elapsed().as_micros_ceil() as u64,
             first_error: sh
@@ -517,7 +517,7 @@ impl Run {
                 };
                 good = now;
                 drop(sh);
-                let pause = crate::stats::restart_pause_ms(fruitless);
+                let pause = crate::selftest::stats::restart_pause_ms(fruitless);
                 kernel::time::delay::fsleep(Delta::from_millis(pause.into()));
                 loop {
                     let Some((p, region)) = self.shared.lock().paused.pop() else {

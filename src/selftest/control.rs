@@ -9,12 +9,12 @@
 //! every reserved byte zero; a node checks a request against the limits here before it acts
 //! on it, and a console checks a reply the same way.
 //!
-//! Who may ask what of a node is `crate::session`'s; the proofs of the cluster key that
-//! requests and replies carry (nonces, sequence numbers, tags) are `crate::auth`'s.
+//! Who may ask what of a node is `crate::selftest::session`'s; the proofs of the cluster key that
+//! requests and replies carry (nonces, sequence numbers, tags) are `crate::selftest::auth`'s.
 //!
 //! Pure logic: no `kernel::`, compiled by the host tests too.
 
-use crate::auth::{
+use crate::selftest::auth::{
     self,
     Dir,
     Key,
@@ -26,7 +26,7 @@ use crate::auth::{
 };
 
 /// Most bytes of a control payload (fits the smallest message any connection negotiates).
-pub(crate) const MAX_PAYLOAD: usize = crate::wire::MAX_CONTROL;
+pub(crate) const MAX_PAYLOAD: usize = crate::rules::wire::MAX_CONTROL;
 /// Bytes of every request's head (operation, flags, lease, session).
 pub(crate) const REQ_LEN: usize = 16;
 /// Bytes of a HELLO: the head and the console's nonce.
@@ -42,7 +42,7 @@ pub(crate) const REPLY_TAGGED: usize = 136;
 /// Bytes of a reply.
 pub(crate) const REPLY_LEN: usize = REPLY_TAGGED + TAG_LEN;
 /// Request flag: a challenged JOIN or QUERY (it echoes the node's nonce and is tagged with
-/// the challenge's key, `crate::auth`).
+/// the challenge's key, `crate::selftest::auth`).
 pub(crate) const CHALLENGED: u8 = 1;
 
 const _: () = assert!(START_LEN + 4 * MAX_PEERS + TRAILER_LEN <= MAX_PAYLOAD);
