@@ -285,16 +285,31 @@ def anchor(tool, size, depth):
 
 def perftest(tool, size, depth):
     """Runs a perftest server and client on the device; returns (MiB/s, Mpps)."""
-    PORT[0] += 1
     # Enough iterations for about SECONDS at tens of MB/s, never fewer than 4 x depth.
     iters = max(4 * depth, min(20000, (SECONDS * 40 << 20) // size))
-    args = ["-d", DEV, "-R", "-s", str(size), "-n", str(iters), "-p", str(PORT[0]), "-F"]
+    args = ["-s", str(size), "-n", str(iters)]
     if tool == "ib_read_bw":
         args += ["-o", str(min(depth, 128))]
     if tool != "ib_send_bw":
         args += ["-t", str(depth)]
     else:
         args += ["-t", str(depth), "-r", str(max(depth, 64))]
+    out = perftest_pair(tool, args)
+    if out is None:
+        return None
+    # The result line: bytes, iterations, BW peak, BW average (MB/sec, MB = 2^20), Mpps.
+    for ln in out.splitlines():
+        w = ln.split()
+        if len(w) >= 5 and w[0] == str(size) and re.fullmatch(r"[\d.]+", w[3]):
+            return float(w[3]), float(w[4])
+    raise RuntimeError(f"{tool} -s {size} -t {depth}: no result:\n{out}")
+
+
+def perftest_pair(tool, args):
+    """A perftest server (unless a peer serves) and its client on the device, through
+    rdma_cm; returns the client's output (None on the serving node)."""
+    PORT[0] += 1
+    args = ["-d", DEV, "-R", "-p", str(PORT[0]), "-F", *args]
     if SERVER:
         # The peer's client comes when node 0 reaches this point of the same grid.
         srv = sh([tool, *args], timeout=1800)
@@ -318,12 +333,52 @@ def perftest(tool, size, depth):
             srv.wait(timeout=30)
         except subprocess.TimeoutExpired:
             srv.kill()
-    # The result line: bytes, iterations, BW peak, BW average (MB/sec, MB = 2^20), Mpps.
-    for ln in cli.stdout.splitlines():
+    return cli.stdout + cli.stderr
+
+
+def latency(tool, size):
+    """A perftest latency tool's average microseconds at SIZE (the t_avg column): one way
+    for ib_send_lat and ib_write_lat (half their ping-pong), the whole operation for
+    ib_read_lat."""
+    iters = max(200, min(2000, (SECONDS * 20 << 20) // size))
+    out = perftest_pair(tool, ["-s", str(size), "-n", str(iters)])
+    # bytes, iterations, t_min, t_max, t_typical, t_avg, ...
+    for ln in out.splitlines():
         w = ln.split()
-        if len(w) >= 5 and w[0] == str(size) and re.fullmatch(r"[\d.]+", w[3]):
-            return float(w[3]), float(w[4])
-    raise RuntimeError(f"{tool} -s {size} -t {depth}: no result:\n{cli.stdout}{cli.stderr}")
+        if len(w) >= 6 and w[0] == str(size) and re.fullmatch(r"[\d.]+", w[5]):
+            return float(w[5])
+    raise RuntimeError(f"{tool} -s {size}: no result:\n{out}")
+
+
+# A request or an answer without data: fastreg's messages are headers of tens of bytes.
+SMALL = 64
+
+
+def floor_steps(op, size, max_inline):
+    """The steps a transfer of fastreg's protocol cannot do without, one after the other,
+    as perftest latency measurements (tool, size): a read is a GET and the data back, a
+    write a PUT and the answer; inline, the data rides in the message; registered, it is
+    an RDMA WRITE from the source (read) or an RDMA READ by the sink (write). The answer
+    that follows an RDMA WRITE on the same queue, registrations and invalidations are left
+    out: the floor is a lower bound."""
+    if size <= max_inline:
+        return ([("ib_send_lat", SMALL), ("ib_send_lat", size)] if op == "read" else
+                [("ib_send_lat", size), ("ib_send_lat", SMALL)])
+    if op == "read":
+        return [("ib_send_lat", SMALL), ("ib_write_lat", size)]
+    return [("ib_send_lat", SMALL), ("ib_read_lat", size), ("ib_send_lat", SMALL)]
+
+
+def protocol_floor(op, size, max_inline):
+    """One transfer at a time: the time its protocol's steps take on this device when a
+    user-space process spinning on its CQ does them (perftest's latency tools, measured
+    now), in microseconds, with the parts."""
+    parts, seen = [], {}
+    for tool, sz in floor_steps(op, size, max_inline):
+        if (tool, sz) not in seen:
+            seen[tool, sz] = latency(tool, sz)
+        parts.append({"tool": tool, "size": sz, "us": seen[tool, sz]})
+    return sum(p["us"] for p in parts), parts
 
 
 NQN = "fastreg-bench"
@@ -447,9 +502,9 @@ def swap(ko, name, params):
     MODULE[0] = name
 
 
-def measure(max_payload):
+def measure(max_payload, max_inline):
     """The grid with the loaded module: per point, REPS runs of fastreg and of its anchor
-    in turn, then the work items per transfer."""
+    in turn; one at a time, the protocol's floor; then the work items per transfer."""
     for size, conc in grid(max_payload):
         for op in ("write", "read"):
             tool = "ib_write_bw" if op == "write" else "ib_read_bw"
@@ -471,6 +526,13 @@ def measure(max_payload):
                          mib_per_s=bw, ops_per_s=mpps * 1e6)
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     emit("error", what=f"{tool} {size} {conc}", error=str(e))
+            if conc == 1 and not PEER:
+                log(f"protocol floor: {op} size={size}")
+                try:
+                    us, parts = protocol_floor(op, size, max_inline)
+                    emit("floor", op=op, size=size, concurrency=conc, us=us, parts=parts)
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    emit("error", what=f"floor {op} {size}", error=str(e))
             if not PEER:
                 try:
                     per, (med, p90, n) = work_items(op, size, conc)
@@ -486,6 +548,7 @@ def main():
     with open(f"{DBG}/params") as f:
         params = dict(ln.strip().split("=", 1) for ln in f if "=" in ln)
     max_payload = int(params["max_payload"])
+    max_inline = min(int(params["max_inline"]), max_payload)
     sq, o2ib, twrs = sq_depth()
     emit("meta", versions=versions(), cpus=os.cpu_count(), peer=PEER or None,
          node_kind=os.environ.get("FASTREG_KIND", "x86_64"), page_size=os.sysconf("SC_PAGE_SIZE"),
@@ -495,9 +558,9 @@ def main():
          o2iblnd_sq_depth=o2ib, transfer_wrs=twrs, queue_depth=int(params["queue_depth"]))
     if BEFORE_KO:
         swap(BEFORE_KO, "before", params)
-        measure(max_payload)
+        measure(max_payload, max_inline)
         swap(os.environ["FASTREG_KO"], "after", params)
-    measure(max_payload)
+    measure(max_payload, max_inline)
     for conc in ([8] if QUICK else [1, 8, 64]):
         log(f"fastreg ping concurrency={conc}")
         try:

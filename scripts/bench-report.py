@@ -141,6 +141,7 @@ def table(res):
                  "it (the selftest's control writer is one); missing: the perftest anchor "
                  "failed twice.")
     lines.extend(lines_ab)
+    lines.extend(floor_table(res, summary))
     lines.append("")
     # Message rate: a ping is two messages.
     send = res["perftest_send"][0] if res["perftest_send"] else None
@@ -212,6 +213,43 @@ def paired_table(res, modules, summary):
                  "comp_to_post_us": cp,
                  "comp_to_post_p90_us": w.get("comp_to_post_p90_us") if w else None})
         lines.append(ln)
+    return lines
+
+
+def floor_table(res, summary):
+    """One transfer at a time against its protocol's floor: the time a transfer took
+    (fastreg's runs of the point, median), the time the steps no request/answer protocol
+    can skip take on the device with a process spinning on its CQ (perftest's latency
+    tools, the same run), and the ratio to the bandwidth anchor such a protocol would reach
+    at best (its ceiling)."""
+    rows = [r for r in res.get("floor", []) if r.get("module", "after") == "after"]
+    if not rows:
+        return []
+    lines = ["", "One transfer at a time against the protocol's floor (microseconds per "
+             "transfer): fastreg's runs (median), the floor (perftest latency tools, same run; "
+             "its steps), of floor = floor / fastreg, the perftest anchor's time per operation, "
+             "ratio = fastreg / anchor (interleaved median), ceiling = anchor / floor: the "
+             "best ratio a protocol at the floor reaches"]
+    lines.append(f"{'op':<6} {'size':>8} {'fastreg':>8} {'floor':>8} {'of floor':>8} "
+                 f"{'anchor':>8} {'ratio':>6} {'ceiling':>7}  steps")
+    for fl in sorted(rows, key=lambda r: (r["op"], r["size"])):
+        kw = dict(op=fl["op"], size=fl["size"], concurrency=fl["concurrency"])
+        runs = [1e6 / f["ops_per_s"] for f in res["fastreg"]
+                if f.get("module", "after") == "after" and matches(f, kw) and f["ops_per_s"]]
+        anchors = [fl["size"] / (p["mib_per_s"] * (1 << 20)) * 1e6 for p in res["perftest"]
+                   if p.get("module", "after") == "after" and matches(p, kw) and p["mib_per_s"]]
+        us, anchor_us = median(runs), median(anchors)
+        med, _, _ = paired(res, "after", **kw)
+        of_floor = ratio(fl["us"], us)
+        ceiling = ratio(anchor_us, fl["us"])
+        steps = " + ".join(f"{p['tool']} {size_name(p['size'])} {p['us']:.0f}" for p in fl["parts"])
+        lines.append(f"{fl['op']:<6} {size_name(fl['size']):>8} {fmt(us, 0):>8} "
+                     f"{fl['us']:>8.0f} {fmt(of_floor):>8} {fmt(anchor_us, 0):>8} "
+                     f"{fmt(med):>6} {fmt(ceiling):>7}  {steps}")
+        summary.setdefault("floor", []).append(
+            {"op": fl["op"], "size": fl["size"], "fastreg_us": us, "floor_us": fl["us"],
+             "of_floor": of_floor, "anchor_us": anchor_us, "ratio": med, "ceiling": ceiling,
+             "steps": fl["parts"]})
     return lines
 
 
