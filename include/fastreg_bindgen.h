@@ -7,3 +7,4 @@
 #include <rdma/ib_cm.h>
 #include <rdma/rdma_cm.h>
 #include "fastreg_helpers.h"
+#include "fastreg_trace.h"

@@ -38,6 +38,8 @@ PACKAGES=(
 	qemu-system-arm mmdebstrap
 	# fio over nvme-rdma (nvme-cli connects it): the benchmark's anchor and 15-neighbours.
 	fio nvme-cli
+	# The tracepoint sessions of Documentation/trace.rst (tests/vm/16-trace.sh).
+	trace-cmd linux-perf
 	# Python for virtme-ng's venv.
 	python3 python3-venv busybox-static
 )

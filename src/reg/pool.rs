@@ -46,6 +46,7 @@ use crate::{
         Registered, //
     },
     verbs::{
+        trace,
         FrMr,
         Mr,
         Pd,
@@ -301,7 +302,21 @@ impl Pool {
                 return fail(out, n - i - 1, e.into());
             }
         }
+        if trace::pool_on() {
+            let live = self.inner.lock().live;
+            self.trace("grow", n, live);
+        }
         Ok(())
+    }
+
+    /// Fires the `pool` tracepoint: `what` happened to `count` MRs, leaving `live`.
+    fn trace(&self, what: &str, count: u32, live: u32) {
+        trace::pool(
+            self.pd.device().name().to_str().unwrap_or("?"),
+            what,
+            count,
+            live,
+        );
     }
 
     /// Counts a failed `ib_alloc_mr` and logs it, at most once a second per pool.
@@ -501,6 +516,7 @@ impl Pool {
                         return Err(GROW);
                     }
                     inc(&self.counters.waits, 1);
+                    self.trace("wait", n, inner.live);
                 }
                 return Err(EAGAIN);
             }
@@ -580,6 +596,7 @@ impl Pool {
     fn shrink(&self, inner: &mut Inner) {
         inner.count(&self.tally);
         let idle = Delta::from_secs(self.cfg.idle_secs.into());
+        let mut released = 0;
         while inner.staying() > self.cfg.size {
             match inner.free.first() {
                 Some((_, since)) if since.elapsed() >= idle => {}
@@ -591,6 +608,10 @@ impl Pool {
                 inner.bury(mr.into_handle());
             }
             inc(&self.counters.released, 1);
+            released += 1;
+        }
+        if released > 0 {
+            self.trace("shrink", released, inner.staying());
         }
     }
 
@@ -651,7 +672,7 @@ impl Pool {
     /// time with the lock released, then tells the first connection in line if any went.
     /// In process context, where sleeping is allowed: never from a completion handler.
     pub(crate) fn reap(&self) {
-        let mut any = false;
+        let mut gone = 0;
         loop {
             let Some(mr) = self.inner.lock().dead.pop() else {
                 break;
@@ -659,9 +680,13 @@ impl Pool {
             // Dropping the handle takes it off the live count (and deregisters the MR
             // unless a chain in flight still names it).
             drop(mr);
-            any = true;
+            gone += 1;
         }
-        if any {
+        if gone > 0 {
+            if trace::pool_on() {
+                let live = self.inner.lock().live;
+                self.trace("dereg", gone, live);
+            }
             self.wake_line();
         }
     }

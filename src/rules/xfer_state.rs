@@ -38,6 +38,19 @@ pub(crate) enum Kind {
     GetInline,
 }
 
+impl Kind {
+    /// Its name, as the tracepoints show it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Ping => "ping",
+            Kind::Put => "put",
+            Kind::Get => "get",
+            Kind::PutInline => "put_inline",
+            Kind::GetInline => "get_inline",
+        }
+    }
+}
+
 /// Where a transfer stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {

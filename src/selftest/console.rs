@@ -412,6 +412,7 @@ impl Console {
                 req.lease_ms
             );
         }
+        verbs::trace::console(u32::from_be_bytes(from), req.op.name(), status);
         // The session is named to its holder only; a refused console learns who holds it.
         let held: Option<Session> = st.node.session;
         let shown = held.filter(|_| v.holder);
@@ -476,6 +477,7 @@ impl Console {
             .copied()
             .and_then(Op::from_u8)
             .unwrap_or(Op::Query);
+        verbs::trace::console(u32::from_be_bytes(from), op.name(), control::EPERM);
         Payload::reply(&Reply {
             op,
             status: control::EPERM,

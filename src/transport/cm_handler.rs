@@ -157,6 +157,13 @@ impl CmHandler for Ctx {
                         if let Some(r) = why {
                             conn.iface.rejects_received.count(r);
                         }
+                        verbs::trace::conn_reject(
+                            verbs::trace::ip(&conn.iface.addr),
+                            verbs::trace::ip(&conn.peer),
+                            false,
+                            limits.reason,
+                            why.map_or("unknown", |r| r.name()),
+                        );
                         pr_info!(
                         "{} -> {}: rejected ({}); peer limits: queue_depth={} max_payload={} max_regs={} max_msg={} max_inline={}\n",
                         conn.iface.addr,
@@ -240,7 +247,7 @@ impl CmHandler for Ctx {
         // without a word of its parameters acted upon (an incarnation it claims closes
         // nothing). The reject gives away no incarnation.
         if iface.tun.require_privileged_port && from.is_none_or(|a| a.port >= PRIVILEGED_PORTS) {
-            iface.rejects_sent.count(Reason::Unprivileged);
+            iface.reject_sent(&peer, Reason::Unprivileged);
             pr_limited!(
                 pr_warn,
                 "{} <- {}: rejecting: source port {} is not privileged (require_privileged_port=1): not a peer's kernel\n",
@@ -269,7 +276,7 @@ impl CmHandler for Ctx {
         });
         match answer {
             Answer::Reject(why, limits) => {
-                iface.rejects_sent.count(why);
+                iface.reject_sent(&peer, why);
                 pr_limited!(
                     pr_info,
                     "{} <- {}: rejecting: {}\n",
@@ -285,7 +292,7 @@ impl CmHandler for Ctx {
                 let ticket = match iface.admit_conn(peer.ip) {
                     Ok(t) => t,
                     Err(e) => {
-                        iface.rejects_sent.count(Reason::NoResources);
+                        iface.reject_sent(&peer, Reason::NoResources);
                         let limits = me.params(0, Reason::NoResources as u8);
                         let _ = req.reject(&iface.outgoing(&limits));
                         return Err(e);
@@ -324,7 +331,7 @@ impl CmHandler for Ctx {
                     drop(ist);
                     // This side's own connection to that interface goes on (or is up), and
                     // serves both directions; the peer's attempt finds it established.
-                    iface.rejects_sent.count(Reason::Race);
+                    iface.reject_sent(&peer, Reason::Race);
                     pr_limited!(
                         pr_info,
                         "{} <- {}: rejecting: race (this side connects to {})\n",
@@ -338,7 +345,7 @@ impl CmHandler for Ctx {
                 let accepted = iface.accepted(&ist) + ist.accepting;
                 if accepted >= iface.max_conns {
                     drop(ist);
-                    iface.rejects_sent.count(Reason::NoResources);
+                    iface.reject_sent(&peer, Reason::NoResources);
                     pr_limited!(
                         pr_err,
                         "{} <- {}: rejecting: {} connections accepted, the limit (max_conns)\n",

@@ -5,6 +5,18 @@
 use super::*;
 
 impl Iface {
+    /// Counts a connection request from `peer` this side rejects for `why`, and traces it.
+    pub(super) fn reject_sent(&self, peer: &SockAddr, why: Reason) {
+        self.rejects_sent.count(why);
+        verbs::trace::conn_reject(
+            verbs::trace::ip(&self.addr),
+            verbs::trace::ip(peer),
+            true,
+            why as u8,
+            why.name(),
+        );
+    }
+
     /// A buffer of `size` bytes (at offset 0) to serve a transfer with, registered in
     /// pieces of `geo`: an idle one of that size and cut, else a new one.
     pub(super) fn serving_region(&self, size: usize, geo: Geometry) -> Result<Region> {

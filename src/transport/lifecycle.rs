@@ -233,6 +233,18 @@ impl Conn {
             }
         }
         let moved = st.state != s;
+        if moved {
+            verbs::trace::conn_state(
+                verbs::trace::ip(&self.iface.addr),
+                verbs::trace::ip(&self.peer),
+                self.peer.port,
+                self.active,
+                st.ep.as_ref().map_or(0, |ep| ep.qp_num()),
+                st.state.name(),
+                s.name(),
+                st.reason.unwrap_or(""),
+            );
+        }
         st.state = s;
         if moved && matches!(s, State::Established | State::Closing | State::Closed) {
             // Whoever waits for a connection to the peer hears of it ([`super::dial`]).

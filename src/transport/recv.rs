@@ -339,6 +339,9 @@ impl Conn {
 impl Handler for RxSlot {
     fn done(this: Arc<Completion<Self>>, wc: &Wc<'_>, _chain: SendChain) {
         let conn = this.value().conn.clone();
+        if let Some(rkey) = wc.invalidated_rkey().filter(|_| wc.ok()) {
+            verbs::trace::remote_inv(wc.qp_num(), rkey, false);
+        }
         if !wc.ok() {
             conn.wr_failed(&mut conn.st.lock(), wc, "receive failed");
             conn.handled();

@@ -196,6 +196,14 @@ impl Conn {
         if let Err((e, x)) = pushed {
             return Err((e, x.region));
         }
+        verbs::trace::xfer_submit(&verbs::trace::XferEvent {
+            raddr: verbs::trace::ip(&self.peer),
+            qp_num: st.ep.as_ref().map_or(0, |ep| ep.qp_num()),
+            cookie,
+            kind: kind.name(),
+            bytes: size,
+            regs: if registered { nmrs as u32 } else { 0 },
+        });
         self.drive(&mut st, Runs::Worker);
         // MRs to allocate, a request to serve: the work item's.
         let finished = !st.finished.is_empty() || core::mem::take(&mut st.work_wanted);
@@ -555,8 +563,9 @@ impl Conn {
     #[inline(never)]
     fn next_outcome(&self) -> Option<(Arc<dyn Client>, usize, Outcome)> {
         loop {
-            let x = {
+            let (x, qp_num) = {
                 let mut st = self.st.lock();
+                let qp_num = st.ep.as_ref().map_or(0, |ep| ep.qp_num());
                 let mut x = st.finished.remove(0)?;
                 // Its lists (empty: their MRs went back or died) serve the next record.
                 if x.free.is_empty() && x.local.is_empty() && x.pending.is_empty() {
@@ -568,16 +577,17 @@ impl Conn {
                     // Within the capacity reserved at submission.
                     let _ = st.spare.push(lists, GFP_NOWAIT);
                 }
-                x
+                (x, qp_num)
             };
-            if let Some(out) = self.outcome(x) {
+            if let Some(out) = self.outcome(x, qp_num) {
                 return Some(out);
             }
         }
     }
 
-    /// A finished record's outcome for its client (`None` when it was reported already).
-    fn outcome(&self, mut x: Xfer) -> Option<(Arc<dyn Client>, usize, Outcome)> {
+    /// A finished record's outcome for its client (`None` when it was reported already);
+    /// `qp_num` names its connection's QP in the tracepoint.
+    fn outcome(&self, mut x: Xfer, qp_num: u32) -> Option<(Arc<dyn Client>, usize, Outcome)> {
         let r = x.t.fire()?;
         let mut result = r.map_err(Error::from_errno);
         if x.record {
@@ -595,10 +605,28 @@ impl Conn {
                 Kind::Ping => {}
             }
         }
+        let usecs = x.start.elapsed().as_micros_ceil() as u64;
+        let kind = x.t.kind();
+        let registered = matches!(kind, Kind::Put | Kind::Get);
+        verbs::trace::xfer_done(
+            &verbs::trace::XferEvent {
+                raddr: verbs::trace::ip(&self.peer),
+                qp_num,
+                cookie: x.cookie,
+                kind: kind.name(),
+                bytes: x.size,
+                regs: match x.region.as_ref() {
+                    Some(r) if registered => r.nmrs(),
+                    _ => 0,
+                },
+            },
+            result.err().map_or(0, |e| e.to_errno()),
+            usecs,
+        );
         let o = Outcome {
             region: x.region.take(),
             result,
-            usecs: x.start.elapsed().as_micros_ceil() as u64,
+            usecs,
             reply: x.ctl.take().filter(|_| result.is_ok()),
         };
         Some((x.client.clone(), x.token, o))

@@ -465,6 +465,15 @@ impl<T: CmHandler> Endpoint<T> {
         r
     }
 
+    /// The QP's number (0 before it exists), for the tracepoints.
+    pub(crate) fn qp_num(&self) -> u32 {
+        let Some(p) = self.qp.as_ref() else {
+            return 0;
+        };
+        // SAFETY: The QP is valid while `self` lives.
+        unsafe { (*p.qp.as_ptr()).qp_num }
+    }
+
     /// Work requests posted on the send queue since the QP was created.
     pub(crate) fn posted_wrs(&self) -> u64 {
         self.sq.posted()
@@ -500,6 +509,8 @@ impl<T: CmHandler> Endpoint<T> {
             return Err((e, Some(chain)));
         }
         chain.draw_fault();
+        // SAFETY: The QP is valid while `self` lives.
+        chain.trace(unsafe { (*parts.qp.as_ptr()).qp_num });
         let first = chain.link(done.cqe_ptr(), self.sq.err_cqe(), parts.signal_writes);
         let cqe = match Completion::arm(done, chain, self.serial) {
             Ok(cqe) => cqe,

@@ -132,6 +132,13 @@ impl Wc<'_> {
         self.0.byte_len
     }
 
+    /// The number of the QP it completed on.
+    pub(crate) fn qp_num(&self) -> u32 {
+        // SAFETY: A work completion names the QP it belongs to, alive while its completion
+        // is handled.
+        unsafe { (*self.0.qp).qp_num }
+    }
+
     /// The rkey the peer invalidated with this message (`IB_WC_WITH_INVALIDATE`), if any.
     pub(crate) fn invalidated_rkey(&self) -> Option<u32> {
         if self.0.wc_flags & ib::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0 {
@@ -145,9 +152,10 @@ impl Wc<'_> {
 
 /// What receives the completion of a chain of work requests.
 pub(crate) trait Handler: Send + Sync + Sized + 'static {
-    /// Called once per posted chain, in process context, with the completion of its last
-    /// work request (a failure of an earlier one shows as a failure, or a flush, here) and
-    /// the chain itself, which no longer references anything once this is called.
+    /// Called once per posted chain, in the CQ's poll context (softirq: it must not sleep),
+    /// with the completion of its last work request (a failure of an earlier one shows as a
+    /// failure, or a flush, here) and the chain itself, which no longer references anything
+    /// once this is called.
     fn done(this: Arc<Completion<Self>>, wc: &Wc<'_>, chain: SendChain);
 }
 

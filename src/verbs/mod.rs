@@ -41,6 +41,7 @@ mod msgbuf;
 mod pd;
 mod qp;
 mod ticker;
+pub(crate) mod trace;
 mod waitcount;
 mod wq;
 mod wr;

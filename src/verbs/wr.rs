@@ -21,6 +21,7 @@ use super::{
     fault,
     ib,
     mr::RawMr,
+    trace,
     Mr,
     MsgBuf, //
 };
@@ -175,6 +176,39 @@ impl SendChain {
     /// attribute chose it ([`SendChain::draw_fault`]).
     pub(super) fn injected_status(&self) -> Option<u32> {
         self.injected
+    }
+
+    /// Fires the tracepoints of the registrations and invalidations in this chain, about
+    /// to be posted on the QP numbered `qp_num` (walked only when one of them is on).
+    pub(super) fn trace(&self, qp_num: u32) {
+        if !trace::wrs_on() {
+            return;
+        }
+        for w in self.wrs.iter() {
+            // SAFETY: Every variant of the union starts with an `ib_send_wr`.
+            match unsafe { w.send.opcode } {
+                ib::ib_wr_opcode_IB_WR_REG_MR => {
+                    // SAFETY: A REG_MR is built as the `reg` variant ([`SendChain::reg`]),
+                    // naming an MR this chain holds a reference on (`mrs`), mapped by
+                    // `ib_map_mr_sg` before its registration was built.
+                    let (key, iova, length) = unsafe {
+                        let mr = &*w.reg.mr;
+                        (w.reg.key, mr.iova, mr.length)
+                    };
+                    trace::reg_mr(qp_num, key, iova, length);
+                }
+                ib::ib_wr_opcode_IB_WR_LOCAL_INV => {
+                    // SAFETY: The union holds `invalidate_rkey` for LOCAL_INV.
+                    trace::local_inv(qp_num, unsafe { *w.send.ex.invalidate_rkey.as_ref() });
+                }
+                ib::ib_wr_opcode_IB_WR_SEND_WITH_INV => {
+                    // SAFETY: The union holds `invalidate_rkey` for SEND_WITH_INV.
+                    let rkey = unsafe { *w.send.ex.invalidate_rkey.as_ref() };
+                    trace::remote_inv(qp_num, rkey, true);
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Whether this holds a receive rather than send work requests.
