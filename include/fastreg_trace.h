@@ -15,8 +15,7 @@
 #define _FASTREG_TRACE_H
 
 #include <linux/tracepoint.h>
-
-#define FR_IP4(x) ((x) >> 24) & 0xff, ((x) >> 16) & 0xff, ((x) >> 8) & 0xff, (x) & 0xff
+#include <linux/unaligned.h>
 
 /* A connection's state changed; `reason` says why one ends ("" otherwise). */
 TRACE_EVENT(fastreg_conn_state,
@@ -26,8 +25,8 @@ TRACE_EVENT(fastreg_conn_state,
 	TP_ARGS(laddr, raddr, rport, active, qp_num, from, from_len, to, to_len, reason,
 		reason_len),
 	TP_STRUCT__entry(
-		__field(u32, laddr)
-		__field(u32, raddr)
+		__array(u8, laddr, 4)
+		__array(u8, raddr, 4)
 		__field(u16, rport)
 		__field(bool, active)
 		__field(u32, qp_num)
@@ -36,8 +35,8 @@ TRACE_EVENT(fastreg_conn_state,
 		__string_len(reason, reason, reason_len)
 	),
 	TP_fast_assign(
-		__entry->laddr = laddr;
-		__entry->raddr = raddr;
+		put_unaligned_be32(laddr, __entry->laddr);
+		put_unaligned_be32(raddr, __entry->raddr);
 		__entry->rport = rport;
 		__entry->active = active;
 		__entry->qp_num = qp_num;
@@ -45,9 +44,9 @@ TRACE_EVENT(fastreg_conn_state,
 		__assign_str(to);
 		__assign_str(reason);
 	),
-	TP_printk("%u.%u.%u.%u %s %u.%u.%u.%u:%u qp=%u %s -> %s reason=%s",
-		  FR_IP4(__entry->laddr), __entry->active ? "->" : "<-",
-		  FR_IP4(__entry->raddr), __entry->rport, __entry->qp_num,
+	TP_printk("%pI4 %s %pI4:%u qp=%u %s -> %s reason=%s",
+		  __entry->laddr, __entry->active ? "->" : "<-",
+		  __entry->raddr, __entry->rport, __entry->qp_num,
 		  __get_str(from), __get_str(to), __get_str(reason))
 );
 
@@ -56,22 +55,22 @@ TRACE_EVENT(fastreg_conn_reject,
 	TP_PROTO(u32 laddr, u32 raddr, bool sent, u8 reason, const char *why, u32 why_len),
 	TP_ARGS(laddr, raddr, sent, reason, why, why_len),
 	TP_STRUCT__entry(
-		__field(u32, laddr)
-		__field(u32, raddr)
+		__array(u8, laddr, 4)
+		__array(u8, raddr, 4)
 		__field(bool, sent)
 		__field(u8, reason)
 		__string_len(why, why, why_len)
 	),
 	TP_fast_assign(
-		__entry->laddr = laddr;
-		__entry->raddr = raddr;
+		put_unaligned_be32(laddr, __entry->laddr);
+		put_unaligned_be32(raddr, __entry->raddr);
 		__entry->sent = sent;
 		__entry->reason = reason;
 		__assign_str(why);
 	),
-	TP_printk("%u.%u.%u.%u %s %u.%u.%u.%u reason=%u (%s)",
-		  FR_IP4(__entry->laddr), __entry->sent ? "rejected" : "rejected by",
-		  FR_IP4(__entry->raddr), __entry->reason, __get_str(why))
+	TP_printk("%pI4 %s %pI4 reason=%u (%s)",
+		  __entry->laddr, __entry->sent ? "rejected" : "rejected by",
+		  __entry->raddr, __entry->reason, __get_str(why))
 );
 
 DECLARE_EVENT_CLASS(fastreg_xfer_class,
@@ -79,7 +78,7 @@ DECLARE_EVENT_CLASS(fastreg_xfer_class,
 		 u32 regs, int status, u64 usecs),
 	TP_ARGS(raddr, qp_num, cookie, kind, kind_len, bytes, regs, status, usecs),
 	TP_STRUCT__entry(
-		__field(u32, raddr)
+		__array(u8, raddr, 4)
 		__field(u32, qp_num)
 		__field(u64, cookie)
 		__string_len(kind, kind, kind_len)
@@ -89,7 +88,7 @@ DECLARE_EVENT_CLASS(fastreg_xfer_class,
 		__field(u64, usecs)
 	),
 	TP_fast_assign(
-		__entry->raddr = raddr;
+		put_unaligned_be32(raddr, __entry->raddr);
 		__entry->qp_num = qp_num;
 		__entry->cookie = cookie;
 		__assign_str(kind);
@@ -98,8 +97,8 @@ DECLARE_EVENT_CLASS(fastreg_xfer_class,
 		__entry->status = status;
 		__entry->usecs = usecs;
 	),
-	TP_printk("peer=%u.%u.%u.%u qp=%u cookie=%llu kind=%s bytes=%llu regs=%u status=%d usecs=%llu",
-		  FR_IP4(__entry->raddr), __entry->qp_num, __entry->cookie, __get_str(kind),
+	TP_printk("peer=%pI4 qp=%u cookie=%llu kind=%s bytes=%llu regs=%u status=%d usecs=%llu",
+		  __entry->raddr, __entry->qp_num, __entry->cookie, __get_str(kind),
 		  __entry->bytes, __entry->regs, __entry->status, __entry->usecs)
 );
 
@@ -197,16 +196,16 @@ TRACE_EVENT(fastreg_console,
 	TP_PROTO(u32 from, const char *op, u32 op_len, int status),
 	TP_ARGS(from, op, op_len, status),
 	TP_STRUCT__entry(
-		__field(u32, from)
+		__array(u8, from, 4)
 		__string_len(op, op, op_len)
 		__field(int, status)
 	),
 	TP_fast_assign(
-		__entry->from = from;
+		put_unaligned_be32(from, __entry->from);
 		__assign_str(op);
 		__entry->status = status;
 	),
-	TP_printk("from=%u.%u.%u.%u op=%s status=%d", FR_IP4(__entry->from), __get_str(op),
+	TP_printk("from=%pI4 op=%s status=%d", __entry->from, __get_str(op),
 		  __entry->status)
 );
 
