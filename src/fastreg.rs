@@ -139,6 +139,10 @@ struct FastregModule {
     // device, which frees everything fastreg holds there. The debugfs files go last, so
     // they never show a device whose resources are gone.
     _tick: TickGuard,
+    // No directory of it is left: configfs holds the module while one exists. What its
+    // top directory acts on goes after it.
+    _configfs: Pin<KBox<kernel::configfs::Subsystem<ctl::configfs::Root>>>,
+    _published: verbs::Published,
     _client: verbs::Registration<Fastreg>,
     _report: ctl::report::Report,
     // The completion fault attribute outlives every work request (it is asked when they are
@@ -159,7 +163,8 @@ impl kernel::Module for FastregModule {
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
         let console = selftest::console::Console::new(params.timeout.saturating_mul(1000))?;
         let ifaces = Arc::pin_init(transport::Ifaces::new(console.clone()), GFP_KERNEL)?;
-        let report = ctl::report::Report::new(params, devices.clone(), ifaces.clone(), console)?;
+        let report =
+            ctl::report::Report::new(params, devices.clone(), ifaces.clone(), console.clone())?;
         let tick = TickGuard(verbs::Ticker::start(
             transport::NetTick {
                 ifaces: ifaces.clone(),
@@ -168,6 +173,17 @@ impl kernel::Module for FastregModule {
             },
             1000,
         )?);
+        let node: verbs::Value = Arc::new(
+            ctl::configfs::Node {
+                devices: devices.clone(),
+                ifaces: ifaces.clone(),
+                console,
+                params,
+            },
+            GFP_KERNEL,
+        )?;
+        let published = verbs::Published::new(node)?;
+        let configfs = KBox::pin_init(ctl::configfs::subsystem(), GFP_KERNEL)?;
         let client = verbs::Registration::new(Fastreg {
             params,
             devices,
@@ -176,6 +192,8 @@ impl kernel::Module for FastregModule {
         Ok(Self {
             _fail_wr: fail_wr,
             _tick: tick,
+            _configfs: configfs,
+            _published: published,
             _client: client,
             _report: report,
             _wq: wq,

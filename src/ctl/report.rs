@@ -263,17 +263,7 @@ impl CtlFile {
                         CString::try_from_fmt(fmt!("error no device {}", dev)),
                     );
                 };
-                let d = Tunables::defaults(p);
-                let t = Tunables {
-                    queue_depth: tun.queue_depth.unwrap_or(d.queue_depth),
-                    max_payload: tun.max_payload.unwrap_or(d.max_payload),
-                    max_regs: tun.max_regs.unwrap_or(d.max_regs),
-                    port: tun.port.unwrap_or(d.port),
-                    max_conns: d.max_conns,
-                    mr_pages: tun.mr_pages.unwrap_or(d.mr_pages),
-                    max_inline: tun.max_inline.unwrap_or(d.max_inline),
-                    require_privileged_port: d.require_privileged_port,
-                };
+                let t = Tunables::with(p, &tun);
                 let addr = verbs::SockAddr { ip, port: t.port };
                 // An interface already there is retuned: replaced with the new values.
                 if self.ifaces.del(ip, Some(t.port)).is_ok() {

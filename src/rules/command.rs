@@ -4,6 +4,8 @@
 //!
 //! Pure logic: no `kernel::`, compiled by the host tests too.
 
+use crate::rules::config;
+
 /// Parses a size: decimal digits with an optional binary suffix `k`, `m` or `g` (either case,
 /// 1024-based), for example `4095`, `4k`, `1M`.
 pub(crate) fn parse_size(s: &str) -> Option<u64> {
@@ -204,6 +206,11 @@ pub(crate) fn parse_num<T: TryFrom<u64>>(v: &str, min: u64, max: u64) -> Result<
     T::try_from(n).map_err(|_| "value out of range")
 }
 
+/// [`parse_num`] within a configfs attribute's range (the same in both places).
+fn knob<T: TryFrom<u64>>(k: &config::Knob, v: &str) -> Result<T, ParseError> {
+    parse_num(v, k.min, k.max)
+}
+
 impl<'a> Ctl<'a> {
     /// Parses a control command.
     pub(crate) fn parse(line: &'a str) -> Result<Self, ParseError> {
@@ -221,12 +228,12 @@ impl<'a> Ctl<'a> {
                 for kv in w {
                     let (k, v) = kv.split_once('=').ok_or("tunables are key=value")?;
                     match k {
-                        "queue_depth" => tun.queue_depth = Some(parse_num(v, 1, 256)?),
-                        "max_payload" => tun.max_payload = Some(parse_num(v, 4096, 64 << 20)?),
-                        "max_regs" => tun.max_regs = Some(parse_num(v, 1, 32)?),
-                        "port" => tun.port = Some(parse_num(v, 1, 65535)?),
-                        "mr_pages" => tun.mr_pages = Some(parse_num(v, 1, 65536)?),
-                        "max_inline" => tun.max_inline = Some(parse_num(v, 0, 16384)?),
+                        "queue_depth" => tun.queue_depth = Some(knob(&config::QUEUE_DEPTH, v)?),
+                        "max_payload" => tun.max_payload = Some(knob(&config::MAX_PAYLOAD, v)?),
+                        "max_regs" => tun.max_regs = Some(knob(&config::MAX_REGS, v)?),
+                        "port" => tun.port = Some(knob(&config::PORT, v)?),
+                        "mr_pages" => tun.mr_pages = Some(knob(&config::MR_PAGES, v)?),
+                        "max_inline" => tun.max_inline = Some(knob(&config::MAX_INLINE, v)?),
                         _ => return Err("unknown tunable"),
                     }
                 }
@@ -570,7 +577,7 @@ impl Lst {
 }
 
 /// The 32 bytes of a key given as 64 hex digits.
-fn parse_key(v: &str) -> Option<[u8; 32]> {
+pub(crate) fn parse_key(v: &str) -> Option<[u8; 32]> {
     let b = v.as_bytes();
     if b.len() != 64 {
         return None;

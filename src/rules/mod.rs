@@ -11,6 +11,7 @@
 
 pub(crate) mod budget;
 pub(crate) mod command;
+pub(crate) mod config;
 pub(crate) mod conn_state;
 pub(crate) mod credits;
 pub(crate) mod dial_state;

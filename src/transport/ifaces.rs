@@ -117,6 +117,26 @@ impl Ifaces {
         Ok(())
     }
 
+    /// Removes `iface` if it is still listed, and shuts it down; returns whether it was.
+    pub(crate) fn remove(&self, iface: &Arc<Iface>) -> bool {
+        let gone = {
+            let mut list = self.list.lock();
+            let Some(pos) = list.iter().position(|i| Arc::ptr_eq(i, iface)) else {
+                return false;
+            };
+            list.remove(pos).ok()
+        };
+        if let Some(i) = gone {
+            i.shutdown();
+        }
+        true
+    }
+
+    /// Whether `iface` is listed (not removed, nor gone with its device).
+    pub(crate) fn contains(&self, iface: &Arc<Iface>) -> bool {
+        self.list.lock().iter().any(|i| Arc::ptr_eq(i, iface))
+    }
+
     /// Removes every interface on the device `res` (it is going away).
     pub(crate) fn remove_device(&self, res: &DevRes) {
         let mut gone = KVec::new();

@@ -104,7 +104,10 @@ use crate::{
         Region, //
     },
     rules::{
-        command::Fault,
+        command::{
+            Fault,
+            IfaceTunables, //
+        },
         conn_state::{
             self,
             Action,
@@ -221,6 +224,21 @@ impl Tunables {
             mr_pages: 0,
             max_inline: p.max_inline,
             require_privileged_port: p.require_privileged_port,
+        }
+    }
+
+    /// The module parameters' values, with those given for one interface (`iface add`,
+    /// configfs) in their place.
+    pub(crate) fn with(p: &crate::rules::params::Params, t: &IfaceTunables) -> Self {
+        let d = Self::defaults(p);
+        Self {
+            queue_depth: t.queue_depth.unwrap_or(d.queue_depth),
+            max_payload: t.max_payload.unwrap_or(d.max_payload),
+            max_regs: t.max_regs.unwrap_or(d.max_regs),
+            port: t.port.unwrap_or(d.port),
+            mr_pages: t.mr_pages.unwrap_or(d.mr_pages),
+            max_inline: t.max_inline.unwrap_or(d.max_inline),
+            ..d
         }
     }
 }

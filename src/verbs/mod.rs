@@ -39,6 +39,7 @@ mod ib;
 mod mr;
 mod msgbuf;
 mod pd;
+mod published;
 mod qp;
 mod ticker;
 pub(crate) mod trace;
@@ -95,6 +96,10 @@ pub(crate) use mr::{
 };
 pub(crate) use msgbuf::MsgBuf;
 pub(crate) use pd::Pd;
+pub(crate) use published::{
+    Published,
+    Value, //
+};
 pub(crate) use qp::{
     posted_wrs,
     PostError,

@@ -16,6 +16,7 @@
 pub(crate) mod rules {
     pub(crate) mod budget;
     pub(crate) mod command;
+    pub(crate) mod config;
     pub(crate) mod conn_state;
     pub(crate) mod credits;
     pub(crate) mod dial_state;
@@ -46,6 +47,8 @@ mod auth_tests;
 mod budget_tests;
 #[cfg(test)]
 mod command_tests;
+#[cfg(test)]
+mod config_tests;
 #[cfg(test)]
 mod conn_state_tests;
 #[cfg(test)]
