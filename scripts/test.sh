@@ -42,7 +42,7 @@ echo "host tests: $p passed, $f failed"
 add "$p" "$f"
 progress_done "host tests" $((SECONDS - t))
 
-echo "==== host tests (python3 -m unittest: fastreg-lst's console, tests/vm/trace_stacks.py and trace_events.py, the bench's floor)"
+echo "==== host tests (python3 -m unittest: fastreg-lst's console, tests/vm/trace_stacks.py and trace_events.py, the bench's floor, fastreg-lst's command line)"
 t=$SECONDS
 out=$(PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests/host/py 2>&1)
 rc=$?
