@@ -182,13 +182,15 @@ impl kernel::Module for FastregModule {
             },
             GFP_KERNEL,
         )?;
-        let published = verbs::Published::new(node)?;
-        let configfs = KBox::pin_init(ctl::configfs::subsystem(), GFP_KERNEL)?;
         let client = verbs::Registration::new(Fastreg {
             params,
             devices,
             ifaces,
         })?;
+        // Last of what can fail: a directory made while the module loads would outlive a
+        // failed load (configfs takes the module's reference even then).
+        let published = verbs::Published::new(node)?;
+        let configfs = KBox::pin_init(ctl::configfs::subsystem(), GFP_KERNEL)?;
         Ok(Self {
             _fail_wr: fail_wr,
             _tick: tick,

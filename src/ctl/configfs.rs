@@ -91,6 +91,10 @@ pub(crate) fn subsystem() -> impl PinInit<configfs::Subsystem<Root>, Error> {
 #[pin_data]
 pub(crate) struct Root {}
 
+// `kernel::configfs` (7.2) computes the top directory's data as a child directory's: only
+// data of no size is read correctly from there (see [`subsystem`]).
+const _: () = assert!(core::mem::size_of::<Root>() == 0);
+
 /// What the top directory acts on, as published by the module (`ENODEV` while it is not).
 fn node() -> Result<Node> {
     let v = verbs::Published::get().ok_or(ENODEV)?;
@@ -102,7 +106,7 @@ fn node() -> Result<Node> {
 fn refuse(dir: &CStr, attr: &str, page: &[u8], why: &dyn fmt::Display, err: Error) -> Error {
     pr_err!(
         "configfs fastreg/{}/{}: refused \"{}\": {}\n",
-        dir.to_str().unwrap_or("?"),
+        Show(config::shown(dir.to_bytes())),
         attr,
         Show(config::shown(page)),
         why
@@ -169,10 +173,15 @@ impl AttributeOperations<0> for Root {
 
     fn store(_this: &Root, page: &[u8]) -> Result {
         let ip = read(c".", "console_allow", page, config::address(page))?;
-        node()?
-            .console
-            .allow(ip, true)
-            .map_err(|e| refuse(c".", "console_allow", page, &"too many consoles", e))?;
+        node()?.console.allow(ip, true).map_err(|e| {
+            refuse(
+                c".",
+                "console_allow",
+                page,
+                &"no room for another console",
+                e,
+            )
+        })?;
         Ok(())
     }
 }
@@ -236,22 +245,41 @@ struct IfaceCfg {
 }
 
 /// An enabled interface, owned by its directory: dropped (disabled, or the directory
-/// removed), it is shut down.
+/// removed), it is shut down. Named (address and incarnation), not held: the node's list
+/// is the interface's only owner, so a device that goes away takes it (and its resources)
+/// at once, whatever the directory holds.
 struct Enabled {
     ifaces: Arc<Ifaces>,
-    iface: Arc<Iface>,
+    addr: SockAddr,
+    stamp: u64,
+}
+
+impl Enabled {
+    /// Whether the interface still runs (not gone with its device).
+    fn alive(&self) -> bool {
+        self.ifaces.contains(self.addr, self.stamp)
+    }
 }
 
 impl Drop for Enabled {
     fn drop(&mut self) {
-        self.ifaces.remove(&self.iface);
+        self.ifaces.remove(self.addr, self.stamp);
     }
 }
 
 impl IfaceDir {
+    /// Forgets an enabled interface that is gone (with its device): the directory is
+    /// disabled then.
+    fn forget_gone(st: &mut IfaceCfg) {
+        if st.on.as_ref().is_some_and(|e| !e.alive()) {
+            st.on = None;
+        }
+    }
+
     /// Applies `f` to the configuration, unless the interface is enabled (`EBUSY`, logged).
     fn change(&self, attr: &str, page: &[u8], f: impl FnOnce(&mut IfaceCfg)) -> Result {
         let mut st = self.st.lock();
+        Self::forget_gone(&mut st);
         if st.on.is_some() {
             return Err(refuse(
                 &self.name,
@@ -313,30 +341,30 @@ impl IfaceDir {
         let iface = Iface::new(res, addr, t, timeout_ms, control).inspect_err(|e| {
             pr_err!(
                 "configfs fastreg/{}: {} on {} could not be enabled ({:?})\n",
-                self.name.to_str().unwrap_or("?"),
+                Show(config::shown(self.name.to_bytes())),
                 addr,
                 name,
                 e
             );
         })?;
         self.node.ifaces.add(iface.clone()).map_err(|e| {
-            refuse(
-                &self.name,
-                "enable",
-                page,
-                &"an interface has that address and port",
-                e,
-            )
+            let why = if e == ENODEV {
+                "the device is going away"
+            } else {
+                "an interface has that address and port"
+            };
+            refuse(&self.name, "enable", page, &why, e)
         })?;
         pr_info!(
             "configfs fastreg/{}: {} on {} enabled\n",
-            self.name.to_str().unwrap_or("?"),
+            Show(config::shown(self.name.to_bytes())),
             addr,
             name
         );
         st.on = Some(Enabled {
             ifaces: self.node.ifaces.clone(),
-            iface,
+            addr,
+            stamp: iface.stamp(),
         });
         Ok(())
     }
@@ -437,11 +465,7 @@ impl AttributeOperations<8> for IfaceDir {
     type Data = IfaceDir;
 
     fn show(this: &IfaceDir, page: &mut [u8; PAGE_SIZE]) -> Result<usize> {
-        let st = this.st.lock();
-        let on = st
-            .on
-            .as_ref()
-            .is_some_and(|e| this.node.ifaces.contains(&e.iface));
+        let on = this.st.lock().on.as_ref().is_some_and(Enabled::alive);
         show(page, fmt!("{}", u8::from(on)))
     }
 
@@ -449,13 +473,7 @@ impl AttributeOperations<8> for IfaceDir {
         let on = read(&this.name, "enable", page, config::boolean(page))?;
         let mut st = this.st.lock();
         // One whose device went is enabled again as if it had been disabled.
-        if st
-            .on
-            .as_ref()
-            .is_some_and(|e| !this.node.ifaces.contains(&e.iface))
-        {
-            st.on = None;
-        }
+        IfaceDir::forget_gone(&mut st);
         match (on, st.on.is_some()) {
             (true, false) => this.enable(&mut st, page),
             (false, true) => {
@@ -464,7 +482,7 @@ impl AttributeOperations<8> for IfaceDir {
                 drop(gone);
                 pr_info!(
                     "configfs fastreg/{}: disabled\n",
-                    this.name.to_str().unwrap_or("?")
+                    Show(config::shown(this.name.to_bytes()))
                 );
                 Ok(())
             }

@@ -143,6 +143,11 @@ impl Iface {
         self.addr
     }
 
+    /// Its incarnation: with its address, what names it among the node's interfaces.
+    pub(crate) fn stamp(&self) -> u64 {
+        self.stamp
+    }
+
     /// What this interface offers in negotiation.
     pub(super) fn local(&self) -> negotiate::Local {
         negotiate::Local {

@@ -55,16 +55,24 @@ impl Ifaces {
         self.control.clone()
     }
 
-    /// Adds an interface; refuses a second one on the same address and port.
+    /// Adds an interface; refuses a second one on the same address and port (`EEXIST`),
+    /// and one whose device is being removed (`ENODEV`: its removal swept the list already,
+    /// or will find it). A refused interface is shut down.
     pub(crate) fn add(&self, iface: Arc<Iface>) -> Result {
         let mut list = self.list.lock();
-        if list.iter().any(|i| i.addr == iface.addr) {
-            drop(list);
+        // `removed` is set before the removal takes this lock to sweep the list.
+        let refused = if iface.res.removed.load(Relaxed) {
+            Err(ENODEV)
+        } else if list.iter().any(|i| i.addr == iface.addr) {
+            Err(EEXIST)
+        } else {
+            list.push(iface.clone(), GFP_KERNEL).map_err(Error::from)
+        };
+        drop(list);
+        if refused.is_err() {
             iface.shutdown();
-            return Err(EEXIST);
         }
-        list.push(iface, GFP_KERNEL)?;
-        Ok(())
+        refused
     }
 
     /// Periodic work: tears down closed connections and runs every connection's checks.
@@ -117,11 +125,14 @@ impl Ifaces {
         Ok(())
     }
 
-    /// Removes `iface` if it is still listed, and shuts it down; returns whether it was.
-    pub(crate) fn remove(&self, iface: &Arc<Iface>) -> bool {
+    /// Removes the interface at `addr` of incarnation `stamp`, if it is still listed, and
+    /// shuts it down; returns whether it was. Named, not held: whoever made an interface
+    /// must not keep its device's resources (and with them the device) alive once the list
+    /// let it go.
+    pub(crate) fn remove(&self, addr: SockAddr, stamp: u64) -> bool {
         let gone = {
             let mut list = self.list.lock();
-            let Some(pos) = list.iter().position(|i| Arc::ptr_eq(i, iface)) else {
+            let Some(pos) = list.iter().position(|i| i.addr == addr && i.stamp == stamp) else {
                 return false;
             };
             list.remove(pos).ok()
@@ -132,9 +143,13 @@ impl Ifaces {
         true
     }
 
-    /// Whether `iface` is listed (not removed, nor gone with its device).
-    pub(crate) fn contains(&self, iface: &Arc<Iface>) -> bool {
-        self.list.lock().iter().any(|i| Arc::ptr_eq(i, iface))
+    /// Whether the interface at `addr` of incarnation `stamp` is listed (not removed, nor
+    /// gone with its device).
+    pub(crate) fn contains(&self, addr: SockAddr, stamp: u64) -> bool {
+        self.list
+            .lock()
+            .iter()
+            .any(|i| i.addr == addr && i.stamp == stamp)
     }
 
     /// Removes every interface on the device `res` (it is going away).

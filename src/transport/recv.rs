@@ -340,7 +340,12 @@ impl Handler for RxSlot {
     fn done(this: Arc<Completion<Self>>, wc: &Wc<'_>, _chain: SendChain) {
         let conn = this.value().conn.clone();
         if let Some(rkey) = wc.invalidated_rkey().filter(|_| wc.ok()) {
-            verbs::trace::remote_inv(wc.qp_num(), rkey, false);
+            if verbs::trace::remote_inv_on() {
+                // The QP named by the connection's endpoint, never by the completion (whose
+                // QP may be gone when a completion comes late).
+                let qp = conn.st.lock().ep.as_ref().map_or(0, |ep| ep.qp_num());
+                verbs::trace::remote_inv(qp, rkey, false);
+            }
         }
         if !wc.ok() {
             conn.wr_failed(&mut conn.st.lock(), wc, "receive failed");

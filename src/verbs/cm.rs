@@ -509,8 +509,7 @@ impl<T: CmHandler> Endpoint<T> {
             return Err((e, Some(chain)));
         }
         chain.draw_fault();
-        // SAFETY: The QP is valid while `self` lives.
-        chain.trace(unsafe { (*parts.qp.as_ptr()).qp_num });
+        chain.trace(self.qp_num());
         let first = chain.link(done.cqe_ptr(), self.sq.err_cqe(), parts.signal_writes);
         let cqe = match Completion::arm(done, chain, self.serial) {
             Ok(cqe) => cqe,

@@ -132,13 +132,6 @@ impl Wc<'_> {
         self.0.byte_len
     }
 
-    /// The number of the QP it completed on.
-    pub(crate) fn qp_num(&self) -> u32 {
-        // SAFETY: A work completion names the QP it belongs to, alive while its completion
-        // is handled.
-        unsafe { (*self.0.qp).qp_num }
-    }
-
     /// The rkey the peer invalidated with this message (`IB_WC_WITH_INVALIDATE`), if any.
     pub(crate) fn invalidated_rkey(&self) -> Option<u32> {
         if self.0.wc_flags & ib::ib_wc_flags_IB_WC_WITH_INVALIDATE as i32 != 0 {

@@ -30,7 +30,7 @@ use kernel::{
 pub(crate) type Value = Arc<dyn Any + Send + Sync>;
 
 kernel::sync::global_lock! {
-    // SAFETY: `init` is called by `publish` only, at most once (`STARTED`), and nothing
+    // SAFETY: `init` is called by `Published::new` only, at most once (`STARTED`), and nothing
     // locks it before it is initialized (`INITED`, set after `init` returns).
     unsafe(uninit) static PUBLISHED: Mutex<Option<Value>> = None;
 }

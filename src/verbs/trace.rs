@@ -6,13 +6,11 @@
 //! The kernel crate's `declare_trace!` reaches tracepoints through `kernel::bindings`, which
 //! a module out of the tree cannot add to; this does the same over fastreg's own bindings:
 //! each function tests the tracepoint's static key
-//! (`kernel::jump_label::static_branch_unlikely!`, a patched jump: nothing else runs while
-//! the tracepoint is off) and only then calls the C function that fires it
+//! (`kernel::jump_label::static_branch_unlikely!`, a patched jump: the event's C function
+//! is not called while the tracepoint is off) and only then calls the C function that fires it
 //! (`rust_do_trace_*`, from `CREATE_RUST_TRACE_POINTS` in `trace.c`). Strings are passed
 //! with their length, so any `&str` will do; addresses are IPv4, most significant byte
 //! first.
-
-use kernel::ffi;
 
 use super::{
     ib,
@@ -30,9 +28,13 @@ macro_rules! on {
     };
 }
 
-/// A string's length as the events take it (a longer one is traced empty).
+/// Most bytes of a string an event keeps: its length is packed in 16 bits
+/// (`__string_len`), and fastreg's strings are names and reasons.
+const MAX_STR: usize = 255;
+
+/// A string's length as the events take it: at most [`MAX_STR`] bytes of it.
 fn len(s: &str) -> u32 {
-    u32::try_from(s.len()).unwrap_or(0)
+    s.len().min(MAX_STR) as u32
 }
 
 /// A connection's state changed (`reason`: why one ends, or "").
@@ -101,14 +103,16 @@ pub(crate) struct XferEvent<'a> {
     pub(crate) regs: u32,
 }
 
-/// A transfer event's C function (the `fastreg_xfer_class` of the header).
-type XferFn = unsafe extern "C" fn(u32, u32, u64, *const ffi::c_char, u32, u64, u32, i32, u64);
-
-/// Fires the transfer event of `f` for `x`.
-fn fire_xfer(f: XferFn, x: &XferEvent<'_>, status: i32, usecs: u64) {
-    // SAFETY: `f` is one of the class's `rust_do_trace_*` functions, whose arguments are
-    // these; `kind` is a pointer to as many readable bytes as its length says, copied by the
-    // event before it returns.
+/// Fires `fastreg_xfer_submit` (`done` false) or `fastreg_xfer_done` for `x`.
+fn fire_xfer(done: bool, x: &XferEvent<'_>, status: i32, usecs: u64) {
+    let f = if done {
+        ib::rust_do_trace_fastreg_xfer_done
+    } else {
+        ib::rust_do_trace_fastreg_xfer_submit
+    };
+    // SAFETY: `f` is one of the two functions of the header's `fastreg_xfer_class`, whose
+    // arguments are these; `kind` is a pointer to as many readable bytes as its length
+    // says, copied by the event before it returns.
     unsafe {
         f(
             x.raddr,
@@ -127,14 +131,14 @@ fn fire_xfer(f: XferFn, x: &XferEvent<'_>, status: i32, usecs: u64) {
 /// A transfer this side starts was accepted.
 pub(crate) fn xfer_submit(x: &XferEvent<'_>) {
     if on!(__tracepoint_fastreg_xfer_submit) {
-        fire_xfer(ib::rust_do_trace_fastreg_xfer_submit, x, 0, 0);
+        fire_xfer(false, x, 0, 0);
     }
 }
 
 /// A transfer's outcome, reported to its client: 0 or a negative errno, and its latency.
 pub(crate) fn xfer_done(x: &XferEvent<'_>, status: i32, usecs: u64) {
     if on!(__tracepoint_fastreg_xfer_done) {
-        fire_xfer(ib::rust_do_trace_fastreg_xfer_done, x, status, usecs);
+        fire_xfer(true, x, status, usecs);
     }
 }
 
@@ -160,6 +164,11 @@ pub(crate) fn local_inv(qp_num: u32, rkey: u32) {
         // SAFETY: The arguments are the header's `TP_PROTO`.
         unsafe { ib::rust_do_trace_fastreg_local_inv(qp_num, rkey) };
     }
+}
+
+/// Whether `remote_inv` is on (for a caller that must lock to know what it shows).
+pub(crate) fn remote_inv_on() -> bool {
+    on!(__tracepoint_fastreg_remote_inv)
 }
 
 /// A remote invalidation sent (SEND_WITH_INV) or received (a key of this side's).

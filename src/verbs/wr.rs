@@ -189,11 +189,14 @@ impl SendChain {
             match unsafe { w.send.opcode } {
                 ib::ib_wr_opcode_IB_WR_REG_MR => {
                     // SAFETY: A REG_MR is built as the `reg` variant ([`SendChain::reg`]),
-                    // naming an MR this chain holds a reference on (`mrs`), mapped by
-                    // `ib_map_mr_sg` before its registration was built.
+                    // naming an MR this chain holds a reference on (`mrs`). Its `iova` and
+                    // `length` were written by `ib_map_mr_sg`, on this path, before the
+                    // registration was built, and nothing writes them until the MR is
+                    // mapped again (after this chain completes); they are read through the
+                    // pointer, with no reference to the MR.
                     let (key, iova, length) = unsafe {
-                        let mr = &*w.reg.mr;
-                        (w.reg.key, mr.iova, mr.length)
+                        let mr = w.reg.mr;
+                        (w.reg.key, (*mr).iova, (*mr).length)
                     };
                     trace::reg_mr(qp_num, key, iova, length);
                 }

@@ -126,7 +126,7 @@ made_and_refused() {
 	rmdir $d
 }
 
-ktap_begin 34
+ktap_begin 36
 check "load" load
 check "configfs: /sys/kernel/config/fastreg with the console's attributes" mounted
 check "a second address on the NIC ($B)" second_address
@@ -156,6 +156,27 @@ check "rmdir under load returns" timeout 120 rmdir $IF
 check "  the interface is gone" eval "! iface_line $B:7471"
 check "  the run ends" wait_for eval "[ ! -d /proc/$LOAD ] || grep -q '^State:.*Z' /proc/$LOAD/status"
 check "  no connection of it left (its peer's end closed too)" wait_for eval "! grep -E '^  conn (->|<-) $B:' $CONNS"
+
+# The device removed under an enabled interface: the removal returns (the directory names
+# its interface, it does not hold it: it once held the device's resources, and
+# ib_unregister_device waited for them until the directory was disabled), the directory
+# reads disabled and takes changes, and enables again once the device is back.
+device_gone() {
+	mkdir $IF && put $IF/device "$FASTREG_DEV" && put $IF/address $B && put $IF/enable 1 &&
+		iface_line $B:7471 >/dev/null || return 1
+	timeout 120 rdma link delete "$FASTREG_DEV" || { echo "rdma link delete did not return"; return 1; }
+	[ "$(cat $IF/enable)" = 0 ] || { echo "still reads enabled"; return 1; }
+	! iface_line $B:7471 || { echo "interface listed"; return 1; }
+	put $IF/queue_depth 4 || { echo "a change refused"; return 1; }
+}
+device_back() {
+	rdma link add "$FASTREG_DEV" type "$FASTREG_RDMA" netdev "$FASTREG_NIC" &&
+		wait_for eval "grep -q '^$FASTREG_DEV:' $DBG/devices" &&
+		wait_for eval "rdma link show $FASTREG_DEV/1 | grep -q 'state ACTIVE'" &&
+		wait_for put $IF/enable 1 && iface_line $B:7471 | grep -q queue_depth=4 && rmdir $IF
+}
+check "device removed under an enabled interface: returns, reads disabled, takes changes" device_gone
+check "  device back: enabled again, then removed" device_back
 
 # The console's attributes.
 check "console_allow: $A listed" eval "put $CFG/console_allow $A && grep -q '$A' $CFG/console_allow"
