@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
 """A console of fastreg's control protocol in user space (tests/vm/12-console.sh): builds
-control payloads as src/selftest/control.rs lays them out, with the proofs of src/selftest/auth.rs, and sends
+control payloads as src/selftest/control/ lays them out, with the proofs of src/selftest/auth.rs, and sends
 them through tests/peer/forge.c --control from an address and port it chooses.
 
   console.py --forge PATH --src IP:PORT --dst IP:PORT --stamp N [--key FILE] CASE

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/selftest/auth.rs` with `src/selftest/session.rs` and `src/selftest/control.rs`: a node's admission
+//! Tests of `src/selftest/auth.rs` with `src/selftest/session.rs` and `src/selftest/control/`: a node's admission
 //! of consoles' requests under the cluster key (challenges, session keys, sequence
 //! numbers, tags), against consoles holding the key, a wrong one, or none; and the
 //! challenges a node keeps.

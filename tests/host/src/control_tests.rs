@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Tests of `src/selftest/control.rs` and `src/selftest/session.rs`: golden vectors of the control payloads,
+//! Tests of `src/selftest/control/` and `src/selftest/session.rs`: golden vectors of the control payloads,
 //! round trips, a decoder fed random and mutated bytes, the allow list. The node's
 //! admission rules (keys, sessions, leases) are `auth_tests.rs`'.
 
