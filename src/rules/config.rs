@@ -69,6 +69,8 @@ pub(crate) const MAX_VALUE: usize = 80;
 pub(crate) enum Refusal {
     /// Longer than [`MAX_VALUE`], or more than one line.
     TooLong,
+    /// Not text (not UTF-8).
+    NotText,
     /// Not a number (decimal, or with a K/M/G suffix).
     NotANumber,
     /// A number out of the attribute's range.
@@ -88,6 +90,7 @@ impl Refusal {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Refusal::TooLong => "too long",
+            Refusal::NotText => "not text",
             Refusal::NotANumber => "not a number",
             Refusal::OutOfRange => "out of range",
             Refusal::BadAddress => "not an IPv4 address",
@@ -103,7 +106,7 @@ pub(crate) fn text(page: &[u8]) -> Result<&str, Refusal> {
     if page.len() > MAX_VALUE {
         return Err(Refusal::TooLong);
     }
-    let s = core::str::from_utf8(page).map_err(|_| Refusal::NotANumber)?;
+    let s = core::str::from_utf8(page).map_err(|_| Refusal::NotText)?;
     let s = s.strip_suffix('\n').unwrap_or(s);
     if s.contains('\n') {
         return Err(Refusal::TooLong);

@@ -84,6 +84,17 @@ fn not_numbers_refused() {
 }
 
 #[test]
+fn not_text_refused_as_such_by_every_reader() {
+    let bad = b"\xff\xfe";
+    assert_eq!(config::text(bad), Err(Refusal::NotText));
+    assert_eq!(config::number(&config::PORT, bad), Err(Refusal::NotText));
+    assert_eq!(config::address(bad), Err(Refusal::NotText));
+    assert_eq!(config::device(bad), Err(Refusal::NotText));
+    assert_eq!(config::boolean(bad), Err(Refusal::NotText));
+    assert_eq!(config::key(bad), Err(Refusal::BadKey));
+}
+
+#[test]
 fn too_long_refused() {
     let long = vec![b'1'; config::MAX_VALUE + 1];
     assert_eq!(config::number(&config::PORT, &long), Err(Refusal::TooLong));
