@@ -347,6 +347,7 @@ impl IfaceDir {
                 e
             );
         })?;
+        iface.configured();
         self.node.ifaces.add(iface.clone()).map_err(|e| {
             let why = if e == ENODEV {
                 "the device is going away"

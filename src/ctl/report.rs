@@ -265,9 +265,14 @@ impl CtlFile {
                 };
                 let t = Tunables::with(p, &tun);
                 let addr = verbs::SockAddr { ip, port: t.port };
-                // An interface already there is retuned: replaced with the new values.
-                if self.ifaces.del(ip, Some(t.port)).is_ok() {
-                    pr_info!("{}: retuning interface {}\n", dev, addr);
+                // An interface already there is retuned: replaced with the new values (not
+                // one made through configfs: its directory's).
+                match self.ifaces.del(ip, Some(t.port)) {
+                    Ok(()) => pr_info!("{}: retuning interface {}\n", dev, addr),
+                    Err(e) if e == EBUSY => {
+                        return (Err(EBUSY), CString::try_from_fmt(fmt!("{}", CONFIGURED)))
+                    }
+                    Err(_) => {}
                 }
                 let control = self.ifaces.control();
                 let r = Iface::new(res, addr, t, p.timeout.saturating_mul(1000), control)
@@ -282,10 +287,10 @@ impl CtlFile {
                 let r = self.ifaces.del(ip, port);
                 let text = CString::try_from_fmt(fmt!(
                     "{}",
-                    if r.is_ok() {
-                        "ok"
-                    } else {
-                        "error no such interface"
+                    match r {
+                        Ok(()) => "ok",
+                        Err(e) if e == EBUSY => CONFIGURED,
+                        Err(_) => "error no such interface",
                     }
                 ));
                 (r, text)
@@ -456,6 +461,10 @@ impl CtlFile {
         }
     }
 }
+
+/// What `iface add` and `iface del` answer for an interface made through configfs.
+const CONFIGURED: &str =
+    "error busy: the interface belongs to its configfs directory (echo 0 > enable, or rmdir)";
 
 /// State behind the `lst` file.
 #[pin_data]

@@ -81,6 +81,7 @@ impl Iface {
                 seeds: Atomic::new(0),
                 max_conns: tun.max_conns as usize,
                 geo,
+                configured: Atomic::new(false),
                 hook: Atomic::new(0),
                 hook_left: Atomic::new(0),
                 connected <- new_condvar!("fastreg::Iface::connected"),
@@ -141,6 +142,12 @@ impl Iface {
     /// The address.
     pub(crate) fn addr(&self) -> SockAddr {
         self.addr
+    }
+
+    /// Marks it as made through configfs (before it is listed): only its directory removes
+    /// it, not the debugfs commands (`iface del`, or `iface add` retuning it).
+    pub(crate) fn configured(&self) {
+        self.configured.store(true, Relaxed);
     }
 
     /// Its incarnation: with its address, what names it among the node's interfaces.

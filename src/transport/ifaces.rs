@@ -111,7 +111,8 @@ impl Ifaces {
         self.list.lock().iter().find(|i| i.addr.ip == ip).cloned()
     }
 
-    /// Removes the interface at `ip` (and `port`, if given).
+    /// Removes the interface at `ip` (and `port`, if given); `EBUSY` for one made through
+    /// configfs.
     pub(crate) fn del(&self, ip: [u8; 4], port: Option<u16>) -> Result {
         let gone = {
             let mut list = self.list.lock();
@@ -119,6 +120,10 @@ impl Ifaces {
                 .iter()
                 .position(|i| i.addr.ip == ip && port.is_none_or(|p| p == i.addr.port))
                 .ok_or(ENOENT)?;
+            // One made through configfs is its directory's to remove.
+            if list[pos].configured.load(Relaxed) {
+                return Err(EBUSY);
+            }
             list.remove(pos).map_err(|_| ENOENT)?
         };
         gone.shutdown();

@@ -290,6 +290,8 @@ pub(crate) struct Iface {
     max_conns: usize,
     /// How the buffers it registers as the sink of a PUT are cut into registrations.
     geo: Geometry,
+    /// Made through configfs: its directory owns it, and the debugfs commands leave it be.
+    configured: Atomic<bool>,
     /// Test hook: how the interface misbehaves next, and how many times ([`hooks`]).
     hook: Atomic<u32>,
     hook_left: Atomic<u32>,

@@ -126,7 +126,7 @@ made_and_refused() {
 	rmdir $d
 }
 
-ktap_begin 36
+ktap_begin 37
 check "load" load
 check "configfs: /sys/kernel/config/fastreg with the console's attributes" mounted
 check "a second address on the NIC ($B)" second_address
@@ -136,6 +136,8 @@ check "bad input refused, nothing changed, each logged with its value" bad_input
 check "  out of range: the log says what it takes" ranges_named
 check "configured: device, address, queue_depth=16, max_payload=1M" configure
 check "enable: listening on $B:7471 with queue_depth 16" enabled
+check "  the debugfs commands leave it be (iface del, iface add retuning it: busy)" eval \
+	"! ctl iface del $B >/dev/null && ! ctl iface add $FASTREG_DEV $B queue_depth=4 >/dev/null && iface_line $B:7471 | grep -q queue_depth=16"
 check "  a change to the live interface refused (EBUSY), nothing changed" \
 	refused $IF queue_depth 32 "Device or resource busy" "configfs fastreg/if0/queue_depth: refused \"32\": the interface is enabled"
 check "  its address too" refused $IF address 10.0.2.98 "Device or resource busy"
