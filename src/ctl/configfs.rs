@@ -106,12 +106,17 @@ fn node() -> Result<Node> {
 fn refuse(dir: &CStr, attr: &str, page: &[u8], why: &dyn fmt::Display, err: Error) -> Error {
     pr_err!(
         "configfs fastreg/{}/{}: refused \"{}\": {}\n",
-        Show(config::shown(dir.to_bytes())),
+        shown_dir(dir),
         attr,
         Show(config::shown(page)),
         why
     );
     err
+}
+
+/// A directory's name as the log shows it (escaped, as values are).
+fn shown_dir(dir: &CStr) -> Show<impl core::fmt::Display + '_> {
+    Show(config::shown(dir.to_bytes()))
 }
 
 /// A value read by the rules, or its refusal logged: `EINVAL`.
@@ -341,7 +346,7 @@ impl IfaceDir {
         let iface = Iface::new(res, addr, t, timeout_ms, control).inspect_err(|e| {
             pr_err!(
                 "configfs fastreg/{}: {} on {} could not be enabled ({:?})\n",
-                Show(config::shown(self.name.to_bytes())),
+                shown_dir(&self.name),
                 addr,
                 name,
                 e
@@ -358,7 +363,7 @@ impl IfaceDir {
         })?;
         pr_info!(
             "configfs fastreg/{}: {} on {} enabled\n",
-            Show(config::shown(self.name.to_bytes())),
+            shown_dir(&self.name),
             addr,
             name
         );
@@ -481,10 +486,7 @@ impl AttributeOperations<8> for IfaceDir {
                 let gone = st.on.take();
                 drop(st);
                 drop(gone);
-                pr_info!(
-                    "configfs fastreg/{}: disabled\n",
-                    Show(config::shown(this.name.to_bytes()))
-                );
+                pr_info!("configfs fastreg/{}: disabled\n", shown_dir(&this.name));
                 Ok(())
             }
             _ => Ok(()),

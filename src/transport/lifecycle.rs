@@ -239,7 +239,7 @@ impl Conn {
                 verbs::trace::ip(&self.peer),
                 self.peer.port,
                 self.active,
-                st.ep.as_ref().map_or(0, |ep| ep.qp_num()),
+                st.qp_num(),
                 st.state.name(),
                 s.name(),
                 st.reason.unwrap_or(""),

@@ -483,6 +483,13 @@ struct ConnState {
     setting_up: bool,
 }
 
+impl ConnState {
+    /// The number of the connection's QP, for the tracepoints (0 before it has one).
+    fn qp_num(&self) -> u32 {
+        self.ep.as_ref().map_or(0, |ep| ep.qp_num())
+    }
+}
+
 /// What a connection keeps, allocated before it is set up ([`Conn::slots`]).
 pub(super) struct Slots {
     tx: KVec<(Arc<Completion<TxSlot>>, SendChain)>,

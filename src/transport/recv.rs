@@ -343,7 +343,7 @@ impl Handler for RxSlot {
             if verbs::trace::remote_inv_on() {
                 // The QP named by the connection's endpoint, never by the completion (whose
                 // QP may be gone when a completion comes late).
-                let qp = conn.st.lock().ep.as_ref().map_or(0, |ep| ep.qp_num());
+                let qp = conn.st.lock().qp_num();
                 verbs::trace::remote_inv(qp, rkey, false);
             }
         }

@@ -198,7 +198,7 @@ impl Conn {
         }
         verbs::trace::xfer_submit(&verbs::trace::XferEvent {
             raddr: verbs::trace::ip(&self.peer),
-            qp_num: st.ep.as_ref().map_or(0, |ep| ep.qp_num()),
+            qp_num: st.qp_num(),
             cookie,
             kind: kind.name(),
             bytes: size,
@@ -565,7 +565,7 @@ impl Conn {
         loop {
             let (x, qp_num) = {
                 let mut st = self.st.lock();
-                let qp_num = st.ep.as_ref().map_or(0, |ep| ep.qp_num());
+                let qp_num = st.qp_num();
                 let mut x = st.finished.remove(0)?;
                 // Its lists (empty: their MRs went back or died) serve the next record.
                 if x.free.is_empty() && x.local.is_empty() && x.pending.is_empty() {
