@@ -30,6 +30,8 @@ struct dentry;
 struct scatterlist;
 struct page;
 struct workqueue_struct;
+struct file;
+struct file_operations;
 
 /*
  * alloc_workqueue() is a macro (allocation profiling): an unbound queue named NAME with
@@ -127,5 +129,13 @@ void fastreg_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size
  */
 void fastreg_hmac_sha256(const u8 *key, size_t key_len, const u8 *data, size_t data_len,
 			 u8 *out);
+
+/*
+ * THIS_MODULE and replace_fops() are macros: takes this module (try_module_get()) and makes
+ * FILE use FOPS, fastreg's copy of its device's file operations with .owner set, so that
+ * the VFS drops the reference after release (as for a C driver's .owner = THIS_MODULE).
+ * -ENODEV if the module is going. See src/verbs/chardev.rs.
+ */
+int fastreg_hold_module(struct file *file, const struct file_operations *fops);
 
 #endif /* _FASTREG_HELPERS_H */

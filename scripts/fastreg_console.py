@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0
 """The console half of fastreg-lst: tests between groups of remote nodes, driven from this
-node through /sys/kernel/debug/fastreg/console (Documentation/selftest.rst, "Console").
+node through the control device /dev/fastreg (Documentation/selftest.rst, "Console"), with
+the console's allowlist and key in configfs (Documentation/configfs.rst).
 
 Imported by scripts/fastreg-lst; nothing here runs on import.
 """
 
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -16,35 +16,19 @@ import socket
 import sys
 import time
 
-DIR = "/sys/kernel/debug/fastreg"
+import fastreg_device as fdev  # noqa: E402  (beside this file)
+
 MIB = 1 << 20
 
-
-class Failure(Exception):
-    """A one-line error for the user."""
-
-
-def ctl(command, shown=None):
-    """Writes a ctl command; returns the ctl file's result line. An error names the
-    command as `shown` (default: the command itself)."""
-    path = os.path.join(DIR, "ctl")
-    with open(path, "r+b", buffering=0) as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            os.write(f.fileno(), (command + "\n").encode())
-        except OSError as e:
-            raise Failure(f"{shown or command}: {os.strerror(e.errno)}")
-        os.lseek(f.fileno(), 0, os.SEEK_SET)
-        return f.read().decode().strip()
+Failure = fdev.Failure
 
 
 def interfaces():
     """The addresses of this node's fastreg interfaces, in order."""
     out = []
-    with open(os.path.join(DIR, "conns")) as f:
-        for ln in f:
-            if ln.startswith("iface "):
-                out.append(ln.split()[2].rsplit(":", 1)[0])
+    for ln in fdev.stat_sections().get("conns", "").splitlines():
+        if ln.startswith("iface "):
+            out.append(ln.split()[2].rsplit(":", 1)[0])
     return out
 
 
@@ -67,10 +51,11 @@ def route_from(peer):
 
 
 def console_allow(what, addr):
-    """console allow|deny ADDR, console list: returns the listing."""
-    if what == "list":
-        return ctl("console list")
-    return ctl(f"console {what} {addr}")
+    """console allow|deny ADDR, console list: returns the listing (configfs's
+    console_allow, console_deny)."""
+    if what != "list":
+        fdev.config_write(f"console_{what}", addr)
+    return fdev.config_read("console_allow")
 
 
 KEY_MIN = 32
@@ -98,8 +83,10 @@ def console_key(path):
     """Installs the cluster's console key from key file `path` (`none`: removes the key);
     returns the listing. The key is never shown back."""
     if path == "none":
-        return ctl("console key none")
-    return ctl(f"console key {key_digest(path)}", shown="console key")
+        fdev.config_write("console_key", "none")
+    else:
+        fdev.config_write("console_key", key_digest(path), shown=path)
+    return fdev.config_read("console_allow")
 
 
 def parse_listing(text):
@@ -146,7 +133,6 @@ class Console:
     def __init__(self, via, timeout_ms=5000):
         self.via = via
         self.timeout_ms = timeout_ms
-        self.path = os.path.join(DIR, "console")
 
     def ask(self, op, nodes, **kv):
         """Sends `op` to every node at once; returns {node: fields} (an "error" field when
@@ -157,21 +143,18 @@ class Console:
         if self.via:
             words.append(f"from={self.via}")
         words += [f"{k}={v}" for k, v in kv.items()]
-        with open(self.path, "r+b", buffering=0) as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                os.write(f.fileno(), (" ".join(words) + "\n").encode())
-            except OSError as e:
-                if e.errno == errno.EINVAL:
-                    raise Failure(f"the module refused the console command: {' '.join(words)}")
-                if e.errno == errno.ENOENT:
-                    raise Failure(f"no local interface {self.via}")
-                if e.errno == errno.ENOKEY:
-                    raise Failure("this node has no console key: install the cluster's with "
-                                  "fastreg-lst console key FILE")
-                raise Failure(os.strerror(e.errno))
-            os.lseek(f.fileno(), 0, os.SEEK_SET)
-            text = f.read().decode()
+        with fdev.Device() as dev:
+            status, _, text = dev.ask("console", " ".join(words))
+        if status == -errno.EINVAL:
+            raise Failure(f"the module refused the console command: {' '.join(words)}: "
+                          f"{text.strip()}")
+        if status == -errno.ENOENT:
+            raise Failure(f"no local interface {self.via}")
+        if status == -errno.ENOKEY:
+            raise Failure("this node has no console key: install the cluster's with "
+                          "fastreg-lst console key FILE")
+        if status:
+            raise Failure(os.strerror(-status))
         out = {}
         for ln in text.splitlines():
             f = {}

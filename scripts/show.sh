@@ -5,15 +5,16 @@
 # node itself: ping, brw write and brw read of 1 MiB with check=full and 8 in flight for a
 # few seconds each, then stat. Exits non-zero if any test failed.
 set -uo pipefail
-dbg=/sys/kernel/debug/fastreg
 lst="$(dirname "$0")/fastreg-lst"
+# The statistics snapshot's sections, through the control device (/dev/fastreg).
+snapshot="$(dirname "$0")/fastreg_device.py"
 secs=${FASTREG_RUN_SECONDS:-5}
 status=0
 
 echo "== soft RoCE"
 rdma link show | sed 's/^/    /'
 echo
-echo "== device used by fastreg ($dbg/devices)"
+echo "== device used by fastreg (/dev/fastreg's statistics: devices)"
 while IFS= read -r line; do
 	echo "    ${line%%:*}"
 	for kv in ${line#*: }; do
@@ -22,10 +23,10 @@ while IFS= read -r line; do
 			printf '        %-28s %s\n' "${kv%%=*}" "${kv#*=}" ;;
 		esac
 	done
-done <"$dbg/devices"
+done < <(python3 "$snapshot" devices)
 echo
-echo "== parameters ($dbg/params)"
-tr '\n' ' ' <"$dbg/params" | fold -s -w 88 | sed 's/^/    /'
+echo "== parameters (/dev/fastreg's statistics: params)"
+python3 "$snapshot" params | tr '\n' ' ' | fold -s -w 88 | sed 's/^/    /'
 echo
 echo
 

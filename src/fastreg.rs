@@ -139,6 +139,9 @@ struct FastregModule {
     // device, which frees everything fastreg holds there. The debugfs files go last, so
     // they never show a device whose resources are gone.
     _tick: TickGuard,
+    // The control device: no file of it is open (each holds the module), and none opens
+    // once it is gone.
+    _ctldev: Pin<KBox<ctl::device::Registration>>,
     // No directory of it is left: configfs holds the module while one exists. What its
     // top directory acts on goes after it.
     _configfs: Pin<KBox<kernel::configfs::Subsystem<ctl::configfs::Root>>>,
@@ -174,11 +177,16 @@ impl kernel::Module for FastregModule {
             1000,
         )?);
         let node: verbs::Value = Arc::new(
-            ctl::configfs::Node {
+            ctl::Node {
                 devices: devices.clone(),
                 ifaces: ifaces.clone(),
                 console,
                 params,
+                local: Arc::pin_init(selftest::local::Local::new(), GFP_KERNEL)?,
+                held: Arc::pin_init(
+                    kernel::new_mutex!(KVec::new(), "fastreg::ctl::Node::held"),
+                    GFP_KERNEL,
+                )?,
             },
             GFP_KERNEL,
         )?;
@@ -191,7 +199,9 @@ impl kernel::Module for FastregModule {
         // failed load (configfs takes the module's reference even then).
         let published = verbs::Published::new(node)?;
         let configfs = KBox::pin_init(ctl::configfs::subsystem(), GFP_KERNEL)?;
+        let ctldev = KBox::pin_init(ctl::device::register()?, GFP_KERNEL)?;
         Ok(Self {
+            _ctldev: ctldev,
             _fail_wr: fail_wr,
             _tick: tick,
             _configfs: configfs,

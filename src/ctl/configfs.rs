@@ -32,7 +32,7 @@ use kernel::{
 };
 
 use crate::{
-    device::Devices,
+    ctl::Node,
     rules::{
         command::IfaceTunables,
         config::{
@@ -40,9 +40,7 @@ use crate::{
             Knob,
             Refusal, //
         },
-        params::Params,
     },
-    selftest::console::Console,
     show::{
         Ip,
         Show, //
@@ -52,25 +50,12 @@ use crate::{
         Ifaces,
         Tunables, //
     },
-    verbs::{
-        self,
-        SockAddr, //
-    },
+    verbs::SockAddr,
     THIS_MODULE,
 };
 
-/// What the directories act on: the node's devices, interfaces and console, and the
-/// module parameters (the defaults of a new interface).
-#[derive(Clone)]
-pub(crate) struct Node {
-    pub(crate) devices: Arc<Devices>,
-    pub(crate) ifaces: Arc<Ifaces>,
-    pub(crate) console: Arc<Console>,
-    pub(crate) params: Params,
-}
-
 /// `/sys/kernel/config/fastreg/`. What it acts on is published apart
-/// ([`verbs::Published`]): `kernel::configfs` gives the root directory's callbacks no data
+/// ([`crate::verbs::Published`]): `kernel::configfs` gives the root directory's callbacks no data
 /// of their own.
 pub(crate) fn subsystem() -> impl PinInit<configfs::Subsystem<Root>, Error> {
     let item_type = configfs_attrs! {
@@ -97,8 +82,7 @@ const _: () = assert!(core::mem::size_of::<Root>() == 0);
 
 /// What the top directory acts on, as published by the module (`ENODEV` while it is not).
 fn node() -> Result<Node> {
-    let v = verbs::Published::get().ok_or(ENODEV)?;
-    v.downcast_ref::<Node>().cloned().ok_or(ENODEV)
+    Node::published()
 }
 
 /// Logs a refused value of `attr` in directory `dir` and returns `err`. Not rate-limited:

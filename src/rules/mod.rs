@@ -14,6 +14,7 @@ pub(crate) mod command;
 pub(crate) mod config;
 pub(crate) mod conn_state;
 pub(crate) mod credits;
+pub(crate) mod ctldev;
 pub(crate) mod dial_state;
 pub(crate) mod frag;
 pub(crate) mod fuzz;

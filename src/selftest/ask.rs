@@ -407,7 +407,7 @@ pub(crate) fn ask(
 impl Answers {
     /// One line per node: `node=IP op=OP status=N` and the reply's fields, or
     /// `error=N` without a reply.
-    pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    pub(crate) fn write(&self, f: &mut impl core::fmt::Write) -> core::fmt::Result {
         for (ip, a) in self.nodes.iter() {
             write!(f, "node={} op={} ", Ip(*ip), self.op.name())?;
             match a {

@@ -308,7 +308,7 @@ impl Report {
     }
 
     /// The result lines: `test=...` with the whole run, then one `peer=...` per peer.
-    pub(crate) fn write(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    pub(crate) fn write(&self, f: &mut impl core::fmt::Write) -> core::fmt::Result {
         let t = &self.t;
         writeln!(
             f,
@@ -338,15 +338,20 @@ impl Report {
 /// Runs test `t` from one of `ifaces`; returns when every worker has finished (or the
 /// writer is interrupted: the workers stop after their current transfer).
 pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<KBox<Report>> {
-    let iface = match t.from {
+    start(local_iface(ifaces, t)?, t.peers(), t, timeout_ms)?.wait(true)
+}
+
+/// The interface test `t` runs from: the one it names, else the first (`ENOENT`, logged,
+/// when there is none).
+pub(crate) fn local_iface(ifaces: &Ifaces, t: &Lst) -> Result<Arc<Iface>> {
+    match t.from {
         Some(ip) => ifaces.find(ip),
         None => ifaces.first(),
     }
     .ok_or_else(|| {
         pr_err!("lst: no such local interface\n");
         ENOENT
-    })?;
-    start(iface, t.peers(), t, timeout_ms)?.wait(true)
+    })
 }
 
 /// Starts test `t` from `iface` to `peers` (none: the interface itself): every slot's

@@ -12,6 +12,7 @@ pub(crate) mod auth;
 pub(crate) mod console;
 pub(crate) mod console_cmd;
 pub(crate) mod control;
+pub(crate) mod local;
 pub(crate) mod lst;
 pub(crate) mod session;
 pub(crate) mod stats;

@@ -7,7 +7,9 @@
 #include <linux/debugfs.h>
 #include <linux/error-injection.h>
 #include <linux/fault-inject.h>
+#include <linux/fs.h>
 #include <linux/inetdevice.h>
+#include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/scatterlist.h>
 #include <linux/wait_bit.h>
@@ -302,4 +304,12 @@ void fastreg_hmac_sha256(const u8 *key, size_t key_len, const u8 *data, size_t d
 			 u8 *out)
 {
 	hmac_sha256_usingrawkey(key, key_len, data, data_len, out);
+}
+
+int fastreg_hold_module(struct file *file, const struct file_operations *fops)
+{
+	if (!try_module_get(THIS_MODULE))
+		return -ENODEV;
+	replace_fops(file, fops);
+	return 0;
 }

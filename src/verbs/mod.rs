@@ -29,6 +29,7 @@ pub(crate) use limited;
 
 mod bhlock;
 mod buffer;
+mod chardev;
 mod client;
 mod cm;
 mod cq;
@@ -56,6 +57,10 @@ pub(crate) use bhlock::{
 pub(crate) use buffer::{
     Buffer,
     DmaSgl, //
+};
+pub(crate) use chardev::{
+    DevFile,
+    MiscDev, //
 };
 pub(crate) use client::{
     Client,

@@ -19,6 +19,7 @@ pub(crate) mod rules {
     pub(crate) mod config;
     pub(crate) mod conn_state;
     pub(crate) mod credits;
+    pub(crate) mod ctldev;
     pub(crate) mod dial_state;
     pub(crate) mod frag;
     pub(crate) mod fuzz;
@@ -55,6 +56,8 @@ mod conn_state_tests;
 mod control_tests;
 #[cfg(test)]
 mod credits_tests;
+#[cfg(test)]
+mod ctldev_tests;
 #[cfg(test)]
 mod dial_state_tests;
 #[cfg(test)]
