@@ -2,7 +2,9 @@
 #
 # fastreg: user-facing targets. Kbuild reads ./Kbuild, not this file.
 #
-#   make            build fastreg.ko (sets up the toolchain and test kernel on first use)
+#   make            build fastreg.ko, the production build (sets up the toolchain and test
+#                   kernel on first use); the test targets build the test build
+#                   (FASTREG_TEST=1: test hooks, fault attribute, debugfs commands)
 #   make test       host unit tests + module build + VM tests; last line "N passed, N failed"
 #   make run        boot a VM on rxe, load fastreg, run the default selftest session
 #   make interop    the larger matrix: more node kinds (arm64 16 KiB), siw across nodes, the
@@ -35,8 +37,9 @@ all: module
 setup:
 	@scripts/setup.sh $(SETUP)
 
+# The production build: no test hooks (the test targets build FASTREG_TEST=1, scripts/lib.sh).
 module: setup
-	@scripts/kmake.sh modules
+	@FASTREG_TEST=0 scripts/kmake.sh modules
 
 test:
 	@scripts/test.sh
@@ -69,7 +72,7 @@ run: module
 bench: module
 	@scripts/bench.sh
 
-lint: module
+lint: setup
 	@scripts/lint.sh
 
 clean:

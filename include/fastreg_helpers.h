@@ -93,8 +93,10 @@ int fastreg_rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *param);
  * below, default all): fastreg_should_fail_wr(KINDS) says whether a chain of work requests
  * holding KINDS, being posted, is to complete in error. Created by fastreg_fail_wr_init()
  * (0 or a negative errno), removed by fastreg_fail_wr_exit(); without
- * CONFIG_FAULT_INJECTION_DEBUG_FS nothing is created and nothing fails.
+ * CONFIG_FAULT_INJECTION_DEBUG_FS nothing is created and nothing fails. The test build only
+ * (FASTREG_TEST, Kbuild's FASTREG_TEST=1): a production module has none of it.
  */
+#ifdef FASTREG_TEST
 #define FASTREG_FAIL_WR_REG 1U		/* a chain with a REG_MR */
 #define FASTREG_FAIL_WR_LOCAL_INV 2U	/* a chain with a LOCAL_INV */
 #define FASTREG_FAIL_WR_SEND 4U		/* any other send chain (messages, RDMA WRITEs) */
@@ -103,6 +105,7 @@ int fastreg_rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *param);
 int fastreg_fail_wr_init(void);
 void fastreg_fail_wr_exit(void);
 bool fastreg_should_fail_wr(u32 kinds);
+#endif
 /* ib_post_send() is static inline. */
 int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 			 const struct ib_send_wr **bad_wr);
@@ -133,8 +136,10 @@ void fastreg_hmac_sha256(const u8 *key, size_t key_len, const u8 *data, size_t d
 /*
  * THIS_MODULE and replace_fops() are macros: takes this module (try_module_get()) and makes
  * FILE use FOPS, fastreg's copy of its device's file operations with .owner set, so that
- * the VFS drops the reference after release (as for a C driver's .owner = THIS_MODULE).
- * -ENODEV if the module is going. See src/verbs/chardev.rs.
+ * the VFS drops the reference after release (as for a C driver's .owner = THIS_MODULE);
+ * then makes FILE a stream (stream_open(): no position, no pread, pwrite or lseek).
+ * -ENODEV if the module is not live (its init still runs, or it is going). See
+ * src/verbs/chardev.rs.
  */
 int fastreg_hold_module(struct file *file, const struct file_operations *fops);
 

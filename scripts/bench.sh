@@ -21,6 +21,8 @@
 # $FASTREG_CACHE/bench-before/) in the same VM, for before and after ratios (one-VM setups).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+# What is measured is the production build (no test hooks), as `make` builds it.
+export FASTREG_TEST=0
 
 setups=${BENCH_SETUPS:-vm siw x86_64-x86_64 x86_64-arm64-64k}
 # The kernels the setups need, and no others (a one-VM setup needs the x86_64 one alone).

@@ -24,6 +24,15 @@ export LIBCLANG_PATH=/usr/lib/llvm${LLVM_SUFFIX}/lib
 # rustup toolchain that may be first on PATH: its crates fail with E0514 against rust/*.rmeta.
 export PATH=/usr/bin:/usr/sbin:$FASTREG_TOOLS/bin:$FASTREG_VENV/bin:$PATH
 
+# The module's build: the test build (FASTREG_TEST=1, what every script builds unless told
+# otherwise: the test hooks, the fuzzing peer, the fastreg_fail_wr fault attribute and the
+# debugfs command files compiled in) or the production build (FASTREG_TEST=0: `make` and
+# `make run`), which carries none of them. See Documentation/testing.rst, "The test build".
+export FASTREG_TEST=${FASTREG_TEST:-1}
+# Where `make test` builds the x86_64 production module beside the test one (18-device
+# loads it, test.sh looks at its symbols).
+PRODUCTION_KO=$FASTREG_TOP/build/ko/x86_64-production/fastreg.ko
+
 # Make variables for every kernel and module build.
 kmake_flags() {
 	printf '%s\n' "LLVM=$LLVM_SUFFIX" RUSTC=/usr/bin/rustc HOSTRUSTC=/usr/bin/rustc \

@@ -14,16 +14,23 @@ rs=(src/fastreg.rs tests/host/src/lib.rs)
 echo "rustfmt --check (${#rs[@]} files)"
 /usr/bin/rustfmt --check --edition 2021 --config-path "$KDIR/.rustfmt.toml" "${rs[@]}" || bad=1
 
-echo "clippy (module, kernel lints)"
-out=$(scripts/kmake.sh CLIPPY=1 modules 2>&1)
-rc=$?
+echo "clippy (module, kernel lints: the test build, then the production build)"
 # Findings in the generated bindings are silenced in src/verbs/ib.rs; anything else counts.
-if [ $rc -ne 0 ] || printf '%s\n' "$out" | grep -qE '^(warning|error)'; then
-	printf '%s\n' "$out"
-	bad=1
-fi
-# Rebuild without clippy so the .ko on disk is a normal build.
-scripts/kmake.sh -s modules >/dev/null || bad=1
+for build in 1 0; do
+	if [ $build = 1 ]; then
+		out=$(FASTREG_TEST=1 scripts/kmake.sh CLIPPY=1 modules 2>&1)
+	else
+		out=$(FASTREG_TEST=0 FASTREG_OUT=$(dirname "$PRODUCTION_KO") scripts/kmake.sh CLIPPY=1 modules 2>&1)
+	fi
+	rc=$?
+	if [ $rc -ne 0 ] || printf '%s\n' "$out" | grep -qE '^(warning|error)'; then
+		printf '%s\n' "$out"
+		bad=1
+	fi
+done
+# Rebuild without clippy so the .ko on disk is a normal (test) build.
+FASTREG_TEST=1 scripts/kmake.sh -s modules >/dev/null || bad=1
+FASTREG_TEST=0 FASTREG_OUT=$(dirname "$PRODUCTION_KO") scripts/kmake.sh -s modules >/dev/null || bad=1
 
 echo "unsafe only under src/verbs/"
 # Code above the verbs layer is safe Rust (Documentation/design.rst): a block, fn, impl or

@@ -5,4 +5,5 @@
 # ping, brw write and read of 1 MiB with full data checks, then the counters.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-exec "$FASTREG_TOP/scripts/vm.sh" --params "${PARAMS:-}" -- bash scripts/show.sh
+# The production module (as `make` builds it): no test hooks, no debugfs commands.
+FASTREG_TEST=0 exec "$FASTREG_TOP/scripts/vm.sh" --params "${PARAMS:-}" -- bash scripts/show.sh

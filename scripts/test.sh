@@ -21,7 +21,7 @@ export FASTREG_PROGRESS FASTREG_PROGRESS_START
 trap 'rm -f "$FASTREG_PROGRESS"' EXIT
 progress_plan setup "host tests" "python tests"
 for kind in $TEST_KINDS; do progress_plan "module build $kind"; done
-progress_plan "stack depth"
+progress_plan "production build" "stack depth"
 mapfile -t steps < <(scripts/vm-tests.sh --plan; scripts/cluster-tests.sh --plan)
 progress_plan "${steps[@]}"
 t=$SECONDS
@@ -70,6 +70,24 @@ for kind in $TEST_KINDS; do
 	fi
 	progress_done "module build $kind" $((SECONDS - t))
 done
+
+# The production build (FASTREG_TEST=0, as `make` builds it), beside the test build: it
+# must carry none of the test-only code (scripts/production-check.sh, 6 points);
+# tests/vm/18-device.sh runs on it.
+echo "==== production build (FASTREG_TEST=0, in ${PRODUCTION_KO#"$FASTREG_TOP"/})"
+t=$SECONDS
+if FASTREG_TEST=0 FASTREG_OUT=$(dirname "$PRODUCTION_KO") scripts/kmake.sh -s modules; then
+	out=$(scripts/production-check.sh "$PRODUCTION_KO" fastreg.ko)
+	printf '%s\n' "$out"
+	p=$(printf '%s\n' "$out" | sed -nE 's/^production check: ([0-9]+) passed, ([0-9]+) failed$/\1/p')
+	f=$(printf '%s\n' "$out" | sed -nE 's/^production check: ([0-9]+) passed, ([0-9]+) failed$/\2/p')
+	[ -n "$p" ] || { p=0 f=1; }
+	add "$p" "$f"
+else
+	echo "production build: 0 passed, 1 failed"
+	add 0 1
+fi
+progress_done "production build" $((SECONDS - t))
 
 # fastreg's own frames on the deepest path from any entry point (static; the budget, 13
 # KiB of the 16 KiB stack, leaves the kernel's frames above and below: design.rst, "Stack").

@@ -150,6 +150,7 @@ struct FastregModule {
     _report: ctl::report::Report,
     // The completion fault attribute outlives every work request (it is asked when they are
     // posted, not when they complete).
+    #[cfg(fastreg_test)]
     _fail_wr: verbs::FailWr,
     // Last: operations still queued (their interfaces gone, they fail at once) drain here
     // (in the order of `Workqueue::all`).
@@ -162,12 +163,23 @@ impl kernel::Module for FastregModule {
         pr_info!("loaded: {}\n", show::Show(params.listing(" ")));
         selftest::lst::set_limits(&params);
         let wq = verbs::Workqueue::all()?;
+        #[cfg(fastreg_test)]
         let fail_wr = verbs::FailWr::new();
         let devices = Arc::pin_init(Devices::new(), GFP_KERNEL)?;
         let console = selftest::console::Console::new(params.timeout.saturating_mul(1000))?;
         let ifaces = Arc::pin_init(transport::Ifaces::new(console.clone()), GFP_KERNEL)?;
-        let report =
-            ctl::report::Report::new(params, devices.clone(), ifaces.clone(), console.clone())?;
+        let node = ctl::Node {
+            devices: devices.clone(),
+            ifaces: ifaces.clone(),
+            console,
+            params,
+            local: Arc::pin_init(selftest::local::Local::new(), GFP_KERNEL)?,
+            held: Arc::pin_init(
+                kernel::new_mutex!(KVec::new(), "fastreg::ctl::Node::held"),
+                GFP_KERNEL,
+            )?,
+        };
+        let report = ctl::report::Report::new(&node)?;
         let tick = TickGuard(verbs::Ticker::start(
             transport::NetTick {
                 ifaces: ifaces.clone(),
@@ -176,32 +188,22 @@ impl kernel::Module for FastregModule {
             },
             1000,
         )?);
-        let node: verbs::Value = Arc::new(
-            ctl::Node {
-                devices: devices.clone(),
-                ifaces: ifaces.clone(),
-                console,
-                params,
-                local: Arc::pin_init(selftest::local::Local::new(), GFP_KERNEL)?,
-                held: Arc::pin_init(
-                    kernel::new_mutex!(KVec::new(), "fastreg::ctl::Node::held"),
-                    GFP_KERNEL,
-                )?,
-            },
-            GFP_KERNEL,
-        )?;
         let client = verbs::Registration::new(Fastreg {
             params,
             devices,
             ifaces,
         })?;
+        let node: verbs::Value = Arc::new(node, GFP_KERNEL)?;
+        let published = verbs::Published::new(node)?;
+        // The control device refuses to open until the module is live (a file opened during
+        // a load that then failed would outlive the module).
+        let ctldev = KBox::pin_init(ctl::device::register()?, GFP_KERNEL)?;
         // Last of what can fail: a directory made while the module loads would outlive a
         // failed load (configfs takes the module's reference even then).
-        let published = verbs::Published::new(node)?;
         let configfs = KBox::pin_init(ctl::configfs::subsystem(), GFP_KERNEL)?;
-        let ctldev = KBox::pin_init(ctl::device::register()?, GFP_KERNEL)?;
         Ok(Self {
             _ctldev: ctldev,
+            #[cfg(fastreg_test)]
             _fail_wr: fail_wr,
             _tick: tick,
             _configfs: configfs,

@@ -7,8 +7,16 @@
 //! A request that is malformed fails its write, with the errno of its refusal and one log
 //! line, and nothing is done; a well-formed one always gets a reply, whose status says how
 //! it went and whose body is text (the reason of a refusal, a report, a snapshot). A reply
-//! is read whole or in pieces; the next request of the same open file replaces what is left
-//! of it. Each open file is a channel of its own: requests on one file are answered in turn.
+//! is read whole or in pieces; the next request of the same open file drops what is left of
+//! it (a refused one too). Each open file is a channel of its own, one request at a time: a
+//! write while another of the same file is being answered fails with `EBUSY`. The file is
+//! a stream (no position: `pread`, `pwrite` and `lseek` are refused).
+//!
+//! The test is the node's, not a file's: whoever may open the device may poll, wait for or
+//! stop it (as `lst stop` on any console), and `wait` and `result` answer for the last
+//! test, whoever started it. `fastreg-lst` holds the device's `flock` from its start to its
+//! result, so its runs never interleave; a client that does not take the lock may see
+//! another's test. Closing the file that started a test stops it.
 //!
 //! The device is root's (mode 0600) unless the site gives it to a group: whoever may open it
 //! may run tests from this node and read its counters, as root may through debugfs.
@@ -24,7 +32,13 @@ use kernel::{
     },
     new_mutex,
     prelude::*,
-    sync::Mutex,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Mutex,
+    },
 };
 
 use crate::{
@@ -78,19 +92,19 @@ struct Pending {
     at: usize,
 }
 
+/// Numbers of the files opened since load (0 is no file's: the test build's debugfs `lst`).
+static OPENED: Atomic<u64> = Atomic::new(0);
+
 /// An open file of the device.
 #[pin_data]
 pub(crate) struct OpenFile {
     node: Node,
+    /// Its number: the test it starts is its own.
+    id: u64,
+    /// A request of it is being answered.
+    busy: Atomic<bool>,
     #[pin]
     reply: Mutex<Pending>,
-}
-
-impl OpenFile {
-    /// The file's identity while it is open: the test it starts is its own.
-    fn id(&self) -> usize {
-        core::ptr::from_ref(self) as usize
-    }
 }
 
 /// A reply's body, as it is written (after room for its head).
@@ -99,7 +113,7 @@ struct Text(KVec<u8>);
 impl core::fmt::Write for Text {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {
         self.0
-            .extend_from_slice(s.as_bytes(), GFP_KERNEL)
+            .extend_from_slice(s.as_bytes(), GFP_KERNEL_ACCOUNT)
             .map_err(|_| core::fmt::Error)
     }
 }
@@ -115,14 +129,16 @@ impl DevFile for CtlDev {
         KBox::pin_init(
             pin_init!(OpenFile {
                 node,
+                id: OPENED.fetch_add(1, Relaxed) + 1,
+                busy: Atomic::new(false),
                 reply <- new_mutex!(Pending { bytes: KVec::new(), at: 0 }, "fastreg::ctl::reply"),
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )
     }
 
     fn release(me: Self::Ptr, _file: &File) {
-        me.node.local.stop_owned(me.id());
+        me.node.local.stop_owned(me.id);
     }
 
     fn read_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterDest<'_>) -> Result<usize> {
@@ -144,24 +160,39 @@ impl DevFile for CtlDev {
         if n > MAX_REQUEST {
             return Err(refused(ctldev::Refusal::Oversized));
         }
-        let mut buf = KVec::with_capacity(n, GFP_KERNEL)?;
-        iov.copy_from_iter_vec(&mut buf, GFP_KERNEL)?;
-        if buf.len() != n {
-            return Err(EFAULT);
+        if me.busy.xchg(true, Relaxed) {
+            return Err(EBUSY);
         }
-        let req = ctldev::parse(&buf).map_err(refused)?;
-        // Interfaces found dead are torn down first, apart from the request's frame: their
-        // transfers' outcomes can start new ones (design.rst, "Stack").
-        if matches!(req.op, Op::Start | Op::Console) {
-            me.node.ifaces.reap();
-        }
-        let reply = answer(&me, &req)?;
-        *me.reply.lock() = Pending {
-            bytes: reply,
-            at: 0,
-        };
-        Ok(n)
+        let r = serve(&me, iov, n);
+        me.busy.store(false, Relaxed);
+        r
     }
+}
+
+/// A write of `n` bytes on file `me`, no other being answered: the request read, checked and
+/// answered; its reply replaces the last one.
+fn serve(me: &OpenFile, iov: &mut IovIterSource<'_>, n: usize) -> Result<usize> {
+    *me.reply.lock() = Pending {
+        bytes: KVec::new(),
+        at: 0,
+    };
+    let mut buf = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
+    iov.copy_from_iter_vec(&mut buf, GFP_KERNEL_ACCOUNT)?;
+    if buf.len() != n {
+        return Err(EFAULT);
+    }
+    let req = ctldev::parse(&buf).map_err(refused)?;
+    // Interfaces found dead are torn down first, apart from the request's frame: their
+    // transfers' outcomes can start new ones (design.rst, "Stack").
+    if matches!(req.op, Op::Start | Op::Console) {
+        me.node.ifaces.reap();
+    }
+    let reply = answer(me, &req)?;
+    *me.reply.lock() = Pending {
+        bytes: reply,
+        at: 0,
+    };
+    Ok(n)
 }
 
 /// Logs a refused request and returns its errno.
@@ -174,23 +205,27 @@ fn refused(why: ctldev::Refusal) -> Error {
 /// no reply can be made (no memory) or a wait is interrupted (`EINTR`).
 #[inline(never)]
 fn answer(me: &OpenFile, req: &ctldev::Request<'_>) -> Result<KVec<u8>> {
-    let mut out = Text(KVec::with_capacity(REPLY_HEAD_LEN + 256, GFP_KERNEL)?);
-    out.0.extend_from_slice(&[0; REPLY_HEAD_LEN], GFP_KERNEL)?;
+    let mut out = Text(KVec::with_capacity(
+        REPLY_HEAD_LEN + 256,
+        GFP_KERNEL_ACCOUNT,
+    )?);
+    out.0
+        .extend_from_slice(&[0; REPLY_HEAD_LEN], GFP_KERNEL_ACCOUNT)?;
     let (status, state) = match req.op {
         Op::Start => start(me, req.body, &mut out),
         Op::Wait => match me.node.local.wait() {
             Err(e) if e == EINTR => return Err(EINTR),
             Err(e) => (Err(e), me.node.local.state()),
-            Ok(()) => result(me.node.local.write_result(&mut out)),
+            Ok(()) => result(&me.node, me.node.local.write_result(&mut out)),
         },
-        Op::Poll => result(me.node.local.write_state(&mut out)),
+        Op::Poll => result(&me.node, me.node.local.write_state(&mut out)),
         Op::Stop => {
             if !me.node.local.stop() {
                 write(&mut out, format_args!("no test running\n"))?;
             }
             (Ok(()), me.node.local.state())
         }
-        Op::Result => result(me.node.local.write_result(&mut out)),
+        Op::Result => result(&me.node, me.node.local.write_result(&mut out)),
         Op::Stat => {
             stat(&me.node, &mut out)?;
             (Ok(()), me.node.local.state())
@@ -209,11 +244,11 @@ fn answer(me: &OpenFile, req: &ctldev::Request<'_>) -> Result<KVec<u8>> {
     Ok(bytes)
 }
 
-/// A report's outcome: what it wrote, or its error (with the state it leaves).
-fn result(r: Result<TestState>) -> Outcome {
+/// A report's outcome: what it wrote, or its error (with where the test stands).
+fn result(node: &Node, r: Result<TestState>) -> Outcome {
     match r {
         Ok(s) => (Ok(()), s),
-        Err(e) => (Err(e), TestState::Idle),
+        Err(e) => (Err(e), node.local.state()),
     }
 }
 
@@ -238,7 +273,7 @@ fn start(me: &OpenFile, body: &str, out: &mut Text) -> Outcome {
         }
     };
     let timeout_ms = me.node.params.timeout.saturating_mul(1000);
-    let r = local.start(&me.node.ifaces, &t, timeout_ms, me.id());
+    let r = local.start(&me.node.ifaces, &t, timeout_ms, me.id);
     if let Err(e) = r {
         let why = if e == EBUSY {
             "a test is running already"
@@ -271,7 +306,8 @@ fn stat(node: &Node, out: &mut Text) -> Result {
     r.map_err(|_| ENOMEM)
 }
 
-/// CONSOLE: a request to other nodes, as the debugfs `console` file takes it.
+/// CONSOLE: a request to other nodes, one at a time on the node (`EBUSY` while another
+/// file's is under way: its answers can take minutes, which nobody waits for uninterruptibly).
 fn console(me: &OpenFile, body: &str, out: &mut Text) -> Result {
     let cmd = match ConsoleCmd::parse(body) {
         Ok(c) => c,
@@ -286,11 +322,10 @@ fn console(me: &OpenFile, body: &str, out: &mut Text) -> Result {
             return Err(EINVAL);
         }
     };
-    let answers = ask::ask(
-        &me.node.ifaces,
-        &cmd,
-        me.node.console.key(),
-        &mut me.node.held.lock(),
-    )?;
+    let Some(mut held) = me.node.held.try_lock() else {
+        let _ = write(out, format_args!("another console request is under way\n"));
+        return Err(EBUSY);
+    };
+    let answers = ask::ask(&me.node.ifaces, &cmd, me.node.console.key(), &mut held)?;
     answers.write(out).map_err(|_| ENOMEM)
 }

@@ -158,25 +158,32 @@ fn write_iface(i: &IfaceSnap, f: &mut impl core::fmt::Write) -> core::fmt::Resul
     if i.closed_by.other > 0 {
         writeln!(f, "  closed {} other", i.closed_by.other)?;
     }
+    #[cfg(fastreg_test)]
     if let Some(fz) = &i.fuzz {
-        write!(
-            f,
-            "  fuzz rate={} left={} seen={} made={} by_kind=",
-            fz.rate,
-            fz.left,
-            fz.seen,
-            fz.total()
-        )?;
-        let mut any = false;
-        for (m, n) in crate::rules::fuzz::Mutation::ALL.iter().zip(fz.made) {
-            if n > 0 {
-                write!(f, "{}{}:{}", if any { "," } else { "" }, m.name(), n)?;
-                any = true;
-            }
-        }
-        writeln!(f, "{}", if any { "" } else { "none" })?;
+        write_fuzz(fz, f)?;
     }
     Ok(())
+}
+
+/// A fuzzing run's line (test build only).
+#[cfg(fastreg_test)]
+fn write_fuzz(fz: &crate::rules::fuzz::Fuzzer, f: &mut impl core::fmt::Write) -> core::fmt::Result {
+    write!(
+        f,
+        "  fuzz rate={} left={} seen={} made={} by_kind=",
+        fz.rate,
+        fz.left,
+        fz.seen,
+        fz.total()
+    )?;
+    let mut any = false;
+    for (m, n) in crate::rules::fuzz::Mutation::ALL.iter().zip(fz.made) {
+        if n > 0 {
+            write!(f, "{}{}:{}", if any { "," } else { "" }, m.name(), n)?;
+            any = true;
+        }
+    }
+    writeln!(f, "{}", if any { "" } else { "none" })
 }
 
 fn write_conn(c: &ConnSnap, f: &mut impl core::fmt::Write) -> core::fmt::Result {

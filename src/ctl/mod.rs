@@ -2,8 +2,9 @@
 
 //! The control plane: configuration in configfs (`configfs`: interfaces, the console's
 //! allowlist and key), runs and statistics through the control device (`device`,
-//! `/dev/fastreg`), and the debugfs files (`report`), whose text the device's statistics
-//! share (`dump`). The commands' grammar, the device's messages, the attributes' and the
+//! `/dev/fastreg`), and the debugfs files: read-only dumps (`report`), whose text the
+//! device's statistics share (`dump`), and in the test build the files that take commands
+//! (`testfiles`). The commands' grammar, the device's messages, the attributes' and the
 //! parameters' ranges are pure rules (`rules::command`, `rules::ctldev`, `rules::config`,
 //! `rules::params`).
 
@@ -31,6 +32,8 @@ pub(crate) mod configfs;
 pub(crate) mod device;
 pub(crate) mod dump;
 pub(crate) mod report;
+#[cfg(fastreg_test)]
+pub(crate) mod testfiles;
 
 /// What the control plane acts on: the node's devices, interfaces and console, the
 /// module parameters (the defaults of a new interface), the node's own selftest and the

@@ -1,433 +1,53 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What fastreg shows about itself, and takes commands through, in debugfs
-//! (`/sys/kernel/debug/fastreg/`).
+//! What fastreg shows about itself in debugfs (`/sys/kernel/debug/fastreg/`), for debugging:
+//! read-only dumps, the same text as the control device's statistics ([`dump`]).
 //!
 //! - `params`: the effective module parameters, one `name=value` per line.
 //! - `devices`: one line per RDMA device in use: its name, then its fast-registration limits.
 //! - `pools`: one line per device: the pool's size and counters.
-//! - `ctl`: write a control command (`iface add|del`, `ping`, `close`, see
-//!   `Documentation/transport.rst`); the write fails with the command's error. Reading
-//!   shows the result of the last command.
 //! - `conns`: the interfaces and their connections.
-//! - `console`: write a console command (`join`, `start`, `query`, ... to nodes, see
-//!   `Documentation/selftest.rst`); the write returns when every node answered or its
-//!   timeout passed. Reading shows one line per node.
-//! - `lst`: write a selftest command (`ping`, `brw read|write`, see
-//!   `Documentation/selftest.rst`); the write returns when the test is over and fails if
-//!   any transfer failed or was corrupt. Reading shows the result lines of the last test.
+//!
+//! The test build adds the files that take commands (`ctl`, `lst`, `console`:
+//! [`super::testfiles`]).
 
 use kernel::{
     debugfs::{
         Dir,
         File, //
     },
-    new_mutex,
     prelude::*,
-    str::CString,
-    sync::{
-        Arc,
-        Mutex, //
-    },
-    uaccess::UserSliceReader,
+    sync::Arc,
 };
 
 use crate::{
-    ctl::dump,
+    ctl::{
+        dump,
+        Node, //
+    },
     device::Devices,
-    rules::{
-        command,
-        params::Params, //
-    },
-    selftest::{
-        ask,
-        console::Console,
-        console_cmd::ConsoleCmd,
-        lst, //
-    },
-    show::Show,
-    transport::{
-        Iface,
-        Ifaces,
-        Tunables, //
-    },
-    verbs, //
+    rules::params::Params,
+    transport::Ifaces,
 };
-
-/// Reads a command written to a control file into `buf`, as UTF-8.
-fn read_line<'a>(reader: &mut UserSliceReader, buf: &'a mut [u8]) -> Result<&'a str> {
-    let n = reader.len();
-    if n >= buf.len() {
-        return Err(EINVAL);
-    }
-    reader.read_slice(&mut buf[..n])?;
-    core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)
-}
-
-/// Reads a command written to control file `name` and parses it with `parse`; a command
-/// refused is logged with the reason (`NAME: WHY: LINE`) and fails with `EINVAL`.
-fn read_command<'a, T>(
-    name: &str,
-    reader: &mut UserSliceReader,
-    buf: &'a mut [u8],
-    parse: impl FnOnce(&'a str) -> Result<T, command::ParseError>,
-) -> Result<T> {
-    let line = read_line(reader, buf)?;
-    parse(line).map_err(|why| {
-        pr_err!("{}: {}: {}\n", name, why, command::shown(line));
-        EINVAL
-    })
-}
-
-/// State behind the `ctl` file.
-#[pin_data]
-pub(crate) struct CtlFile {
-    devices: Arc<Devices>,
-    ifaces: Arc<Ifaces>,
-    console: Arc<Console>,
-    params: Params,
-    #[pin]
-    last: Mutex<Option<CString>>,
-}
-
-impl CtlFile {
-    fn run(&self, reader: &mut UserSliceReader) -> Result {
-        let mut buf = [0u8; 160];
-        let cmd = read_command("ctl", reader, &mut buf, command::Ctl::parse)?;
-        let mut last = self.last.lock();
-        let (r, text) = self.exec(&cmd);
-        *last = Some(text?);
-        r
-    }
-
-    fn exec(&self, cmd: &command::Ctl<'_>) -> (Result, Result<CString>) {
-        let p = &self.params;
-        // Connections that failed or were closed by their peer are torn down here, in
-        // process context, before anything else happens.
-        self.ifaces.reap();
-        match *cmd {
-            command::Ctl::IfaceAdd { dev, ip, tun } => {
-                let Some(res) = self.devices.find_name(dev) else {
-                    pr_err!("ctl: no RDMA device {} in use\n", dev);
-                    return (
-                        Err(ENODEV),
-                        CString::try_from_fmt(fmt!("error no device {}", dev)),
-                    );
-                };
-                let t = Tunables::with(p, &tun);
-                let addr = verbs::SockAddr { ip, port: t.port };
-                // An interface already there is retuned: replaced with the new values (not
-                // one made through configfs: its directory's).
-                match self.ifaces.del(ip, Some(t.port)) {
-                    Ok(()) => pr_info!("{}: retuning interface {}\n", dev, addr),
-                    Err(e) if e == EBUSY => {
-                        return (Err(EBUSY), CString::try_from_fmt(fmt!("{}", CONFIGURED)))
-                    }
-                    Err(_) => {}
-                }
-                let control = self.ifaces.control();
-                let r = Iface::new(res, addr, t, p.timeout.saturating_mul(1000), control)
-                    .and_then(|i| self.ifaces.add(i));
-                let text = match &r {
-                    Ok(()) => CString::try_from_fmt(fmt!("ok")),
-                    Err(e) => CString::try_from_fmt(fmt!("error {:?}", e)),
-                };
-                (r, text)
-            }
-            command::Ctl::IfaceDel { ip, port } => {
-                let r = self.ifaces.del(ip, port);
-                let text = CString::try_from_fmt(fmt!(
-                    "{}",
-                    match r {
-                        Ok(()) => "ok",
-                        Err(e) if e == EBUSY => CONFIGURED,
-                        Err(_) => "error no such interface",
-                    }
-                ));
-                (r, text)
-            }
-            command::Ctl::Ping { local, peer, count } => {
-                let Some(iface) = self.ifaces.find(local) else {
-                    return (
-                        Err(ENOENT),
-                        CString::try_from_fmt(fmt!("error no interface")),
-                    );
-                };
-                let to = verbs::SockAddr {
-                    ip: peer,
-                    port: iface.addr().port,
-                };
-                let timeout_ms = p.timeout.saturating_mul(1000);
-                let r = iface.connect(to).and_then(|c| c.ping(count, timeout_ms));
-                match r {
-                    Ok((n, min, avg, max)) => (
-                        Ok(()),
-                        CString::try_from_fmt(fmt!(
-                            "ok pings={} min_us={} avg_us={} max_us={}",
-                            n,
-                            min,
-                            avg,
-                            max
-                        )),
-                    ),
-                    Err(e) => (Err(e), CString::try_from_fmt(fmt!("error {:?}", e))),
-                }
-            }
-            command::Ctl::Bulk {
-                get,
-                local,
-                peer,
-                offset,
-                len,
-                count,
-            } => {
-                let Some(iface) = self.ifaces.find(local) else {
-                    return (
-                        Err(ENOENT),
-                        CString::try_from_fmt(fmt!("error no interface")),
-                    );
-                };
-                let to = verbs::SockAddr {
-                    ip: peer,
-                    port: iface.addr().port,
-                };
-                let timeout_ms = p.timeout.saturating_mul(1000);
-                let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
-                let mut done = 0u32;
-                let mut r = Ok(());
-                while done < count && r.is_ok() {
-                    r = iface.connect(to).and_then(|c| {
-                        if get {
-                            c.get(offset as usize, len as usize, timeout_ms)
-                        } else {
-                            c.put(offset as usize, len as usize, timeout_ms)
-                        }
-                    });
-                    if r.is_ok() {
-                        done += 1;
-                    }
-                }
-                let ms = start.elapsed().as_millis();
-                match r {
-                    Ok(()) => (
-                        Ok(()),
-                        CString::try_from_fmt(fmt!(
-                            "ok transfers={} bytes={} ms={}",
-                            done,
-                            u64::from(done) * len,
-                            ms
-                        )),
-                    ),
-                    Err(e) => (
-                        Err(e),
-                        CString::try_from_fmt(fmt!("error {:?} after {} transfers", e, done)),
-                    ),
-                }
-            }
-            command::Ctl::Fault { local, peer, what } => {
-                let Some(iface) = self.ifaces.find(local) else {
-                    return (
-                        Err(ENOENT),
-                        CString::try_from_fmt(fmt!("error no interface")),
-                    );
-                };
-                let to = verbs::SockAddr {
-                    ip: peer,
-                    port: iface.addr().port,
-                };
-                let timeout_ms = p.timeout.saturating_mul(1000);
-                let r = iface.connect(to).and_then(|c| c.fault(what, timeout_ms));
-                let text = match &r {
-                    Ok(()) => CString::try_from_fmt(fmt!("ok refused")),
-                    Err(e) => CString::try_from_fmt(fmt!("error {:?}", e)),
-                };
-                (r, text)
-            }
-            command::Ctl::Corrupt { local, n } => {
-                let r = self
-                    .ifaces
-                    .find(local)
-                    .ok_or(ENOENT)
-                    .map(|i| i.corrupt_served(n));
-                let text =
-                    CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
-                (r, text)
-            }
-            command::Ctl::Misbehave { local, how, n } => {
-                let r = self
-                    .ifaces
-                    .find(local)
-                    .ok_or(ENOENT)
-                    .map(|i| i.misbehave(how, n));
-                let text =
-                    CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
-                (r, text)
-            }
-            command::Ctl::Fuzz {
-                local,
-                seed,
-                rate,
-                count,
-            } => {
-                let r = self
-                    .ifaces
-                    .find(local)
-                    .ok_or(ENOENT)
-                    .map(|i| i.fuzz(seed, rate, count));
-                let text =
-                    CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
-                (r, text)
-            }
-            command::Ctl::Console { allow: None, .. } => (
-                Ok(()),
-                CString::try_from_fmt(fmt!("{}", Show(self.console.listing()))),
-            ),
-            command::Ctl::Console {
-                allow: Some(allow),
-                ip,
-            } => {
-                let r = self.console.allow(ip, allow);
-                let text = match &r {
-                    Ok(_) => CString::try_from_fmt(fmt!("{}", Show(self.console.listing()))),
-                    Err(_) => CString::try_from_fmt(fmt!("error too many consoles allowed")),
-                };
-                (r.map(|_| ()), text)
-            }
-            command::Ctl::ConsoleKey { key } => {
-                self.console.set_key(key);
-                (
-                    Ok(()),
-                    CString::try_from_fmt(fmt!("{}", Show(self.console.listing()))),
-                )
-            }
-            command::Ctl::Close { local, peer } => {
-                let r = self.ifaces.find(local).ok_or(ENOENT).and_then(|i| {
-                    let port = i.addr().port;
-                    i.close(verbs::SockAddr { ip: peer, port })
-                });
-                let text =
-                    CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
-                (r, text)
-            }
-        }
-    }
-}
-
-/// What `iface add` and `iface del` answer for an interface made through configfs.
-const CONFIGURED: &str =
-    "error busy: the interface belongs to its configfs directory (echo 0 > enable, or rmdir)";
-
-/// State behind the `lst` file.
-#[pin_data]
-pub(crate) struct LstFile {
-    ifaces: Arc<Ifaces>,
-    params: Params,
-    /// The last result; held while a test runs, so tests run one at a time.
-    #[pin]
-    last: Mutex<Option<Result<KBox<lst::Report>, Error>>>,
-}
-
-impl LstFile {
-    /// Interfaces found dead are torn down first, apart from the command's frame: their
-    /// transfers' outcomes can start new ones (design.rst, "Stack").
-    fn run(&self, reader: &mut UserSliceReader) -> Result {
-        self.ifaces.reap();
-        self.run_command(reader)
-    }
-
-    #[inline(never)]
-    fn run_command(&self, reader: &mut UserSliceReader) -> Result {
-        let mut buf = [0u8; 256];
-        let t = read_command("lst", reader, &mut buf, command::Lst::parse)?;
-        let mut last = self.last.lock();
-        let r = lst::run(&self.ifaces, &t, self.params.timeout.saturating_mul(1000));
-        let status = match &r {
-            Ok(rep) if rep.clean() => Ok(()),
-            Ok(_) => Err(EIO),
-            Err(e) => Err(*e),
-        };
-        *last = Some(r);
-        status
-    }
-
-    fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match &*self.last.lock() {
-            Some(Ok(rep)) => rep.write(f),
-            Some(Err(e)) => writeln!(f, "error={}", e.to_errno()),
-            None => writeln!(f, "none"),
-        }
-    }
-}
-
-/// State behind the `console` file.
-#[pin_data]
-pub(crate) struct ConsoleFile {
-    ifaces: Arc<Ifaces>,
-    /// This node's console side: the cluster key.
-    console: Arc<Console>,
-    /// The sessions this node's console holds on nodes (commands are one at a time: the
-    /// writer holds the lock for the command).
-    #[pin]
-    held: Mutex<KVec<ask::Held>>,
-    /// The answers of the last command.
-    #[pin]
-    last: Mutex<Option<Result<ask::Answers, Error>>>,
-}
-
-impl ConsoleFile {
-    /// As [`LstFile::run`]: dead interfaces first, apart from the command's frame.
-    fn run(&self, reader: &mut UserSliceReader) -> Result {
-        self.ifaces.reap();
-        self.run_command(reader)
-    }
-
-    #[inline(never)]
-    fn run_command(&self, reader: &mut UserSliceReader) -> Result {
-        let mut buf = [0u8; 640];
-        let cmd = read_command("console", reader, &mut buf, ConsoleCmd::parse)?;
-        // Not under `last`: a reader does not wait for the nodes (fastreg-lst serializes its
-        // commands with an flock on the file).
-        let r = ask::ask(
-            &self.ifaces,
-            &cmd,
-            self.console.key(),
-            &mut self.held.lock(),
-        );
-        let status = r.as_ref().map(|_| ()).map_err(|e| *e);
-        *self.last.lock() = Some(r);
-        status
-    }
-
-    fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match &*self.last.lock() {
-            Some(Ok(a)) => a.write(f),
-            Some(Err(e)) => writeln!(f, "error={}", e.to_errno()),
-            None => writeln!(f, "none"),
-        }
-    }
-}
 
 /// The debugfs directory and its files; removed when dropped.
 pub(crate) struct Report {
     _params: Pin<KBox<File<Params>>>,
     _devices: Pin<KBox<File<Arc<Devices>>>>,
     _pools: Pin<KBox<File<Arc<Devices>>>>,
-    _ctl: Pin<KBox<File<CtlFile>>>,
     _conns: Pin<KBox<File<Arc<Ifaces>>>>,
-    _lst: Pin<KBox<File<LstFile>>>,
-    _console: Pin<KBox<File<ConsoleFile>>>,
+    #[cfg(fastreg_test)]
+    _test: super::testfiles::Files,
     _dir: Dir,
 }
 
 impl Report {
     /// Creates `/sys/kernel/debug/fastreg/` and its files.
-    pub(crate) fn new(
-        params: Params,
-        devices: Arc<Devices>,
-        ifaces: Arc<Ifaces>,
-        console: Arc<Console>,
-    ) -> Result<Self> {
+    pub(crate) fn new(node: &Node) -> Result<Self> {
         let dir = Dir::new(c"fastreg");
+        #[cfg(fastreg_test)]
+        let test = super::testfiles::Files::new(&dir, node)?;
+        let (params, devices, ifaces) = (node.params, node.devices.clone(), node.ifaces.clone());
         let p = KBox::pin_init(
             dir.read_callback_file(c"params", params, &|p: &Params, f| dump::write_params(p, f)),
             GFP_KERNEL,
@@ -439,74 +59,24 @@ impl Report {
             GFP_KERNEL,
         )?;
         let pools = KBox::pin_init(
-            dir.read_callback_file(c"pools", devices.clone(), &|d: &Arc<Devices>, f| {
+            dir.read_callback_file(c"pools", devices, &|d: &Arc<Devices>, f| {
                 dump::write_pools(d, f)
             }),
             GFP_KERNEL,
         )?;
-        let ctl_ifaces = ifaces.clone();
-        let console_side = console.clone();
-        let ctl = KBox::pin_init(
-            dir.read_write_callback_file(
-                c"ctl",
-                pin_init!(CtlFile {
-                    devices,
-                    ifaces: ctl_ifaces,
-                    console,
-                    params,
-                    last <- new_mutex!(None, "fastreg::CtlFile::last"),
-                }),
-                &|c: &CtlFile, f| match &*c.last.lock() {
-                    Some(s) => writeln!(f, "{}", s.to_str().unwrap_or("?")),
-                    None => writeln!(f, "none"),
-                },
-                &|c: &CtlFile, r: &mut UserSliceReader| c.run(r),
-            ),
-            GFP_KERNEL,
-        )?;
-        let lst_ifaces = ifaces.clone();
-        let console_ifaces = ifaces.clone();
         let conns = KBox::pin_init(
             dir.read_callback_file(c"conns", ifaces, &|i: &Arc<Ifaces>, f| {
                 dump::write_conns(i, f)
             }),
             GFP_KERNEL,
         )?;
-        let lst = KBox::pin_init(
-            dir.read_write_callback_file(
-                c"lst",
-                pin_init!(LstFile {
-                    ifaces: lst_ifaces,
-                    params,
-                    last <- new_mutex!(None, "fastreg::LstFile::last"),
-                }),
-                &|l: &LstFile, f| l.show(f),
-                &|l: &LstFile, r: &mut UserSliceReader| l.run(r),
-            ),
-            GFP_KERNEL,
-        )?;
-        let console = KBox::pin_init(
-            dir.read_write_callback_file(
-                c"console",
-                pin_init!(ConsoleFile {
-                    ifaces: console_ifaces,
-                    console: console_side,
-                    held <- new_mutex!(KVec::new(), "fastreg::ConsoleFile::held"),
-                    last <- new_mutex!(None, "fastreg::ConsoleFile::last"),
-                }),
-                &|c: &ConsoleFile, f| c.show(f),
-                &|c: &ConsoleFile, r: &mut UserSliceReader| c.run(r),
-            ),
-            GFP_KERNEL,
-        )?;
         Ok(Self {
-            _console: console,
             _params: p,
             _devices: d,
             _pools: pools,
-            _ctl: ctl,
             _conns: conns,
-            _lst: lst,
+            #[cfg(fastreg_test)]
+            _test: test,
             _dir: dir,
         })
     }

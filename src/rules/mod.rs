@@ -2,8 +2,9 @@
 
 //! The rules, as pure code: the wire format, negotiation, the state machines of a
 //! connection, a dial, an MR and a transfer, fragment math, send-queue budgets, credits,
-//! shares, rate limits, the fuzzing peer's mutator, and what a user may ask: the module
-//! parameters' ranges and the grammar of the control commands.
+//! shares, rate limits, the fuzzing peer's mutator (test build), and what a user may ask: the
+//! module parameters' ranges, the configfs attributes', the control device's messages and the
+//! grammar of the commands.
 //!
 //! Nothing here uses `kernel::`: every file is compiled unchanged by the host tests
 //! (`tests/host/`, `cargo test`, property tests included) and by the module. Nothing here
@@ -17,6 +18,8 @@ pub(crate) mod credits;
 pub(crate) mod ctldev;
 pub(crate) mod dial_state;
 pub(crate) mod frag;
+// The fuzzing peer's mutator: in the test build only (Kbuild's FASTREG_TEST=1).
+#[cfg(fastreg_test)]
 pub(crate) mod fuzz;
 pub(crate) mod limits;
 pub(crate) mod mr_state;

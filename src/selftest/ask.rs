@@ -235,16 +235,10 @@ pub(crate) fn ask(
     key: Option<Key>,
     held: &mut KVec<Held>,
 ) -> Result<Answers> {
-    let iface = match cmd.from {
-        Some(ip) => ifaces.find(ip),
-        None => ifaces.first(),
-    }
-    .ok_or_else(|| {
-        pr_err!("console: no such local interface\n");
-        ENOENT
-    })?;
+    let iface = super::lst::iface_from(ifaces, cmd.from, "console")?;
     let key = key.ok_or_else(|| {
-        pr_err!(
+        pr_limited!(
+            pr_err,
             "console: this node has no console key: install the cluster's with \
              fastreg-lst console key FILE\n"
         );

@@ -29,15 +29,17 @@ use crate::{
         Report,
         Run, //
     },
+    show::pr_limited,
     transport::Ifaces,
     verbs,
 };
 
 /// Where the test stands.
 struct St {
-    /// The running test, and the open file that started it (its address).
-    run: Option<(Arc<Run>, usize)>,
-    /// Tests started since load: a waiter reports only its own.
+    /// The running test, and the open file that started it (its number).
+    run: Option<(Arc<Run>, u64)>,
+    /// Tests started since load: the work item of an earlier one (stopped, then ended after
+    /// a newer one started) does not take the newer one's place.
     generation: u64,
     /// How the last test ended: its report, or why it could not run.
     last: Option<Result<KBox<Report>, Error>>,
@@ -87,7 +89,7 @@ impl Local {
         ifaces: &Ifaces,
         t: &Lst,
         timeout_ms: u32,
-        owner: usize,
+        owner: u64,
     ) -> Result {
         let mut st = self.st.lock();
         if st.run.is_some() {
@@ -148,13 +150,16 @@ impl Local {
     }
 
     /// Stops the running test if the open file `owner` started it (that file is closed).
-    pub(crate) fn stop_owned(&self, owner: usize) {
+    pub(crate) fn stop_owned(&self, owner: u64) {
         let run = match &self.st.lock().run {
             Some((r, o)) if *o == owner => Some(r.clone()),
             _ => None,
         };
         if let Some(r) = run {
-            pr_info!("lst: the file that started the test is closed: the test stops\n");
+            pr_limited!(
+                pr_info,
+                "lst: the file that started the test is closed: the test stops\n"
+            );
             r.stop();
         }
     }
@@ -187,6 +192,18 @@ impl Local {
         let st = self.st.lock();
         Self::write_last(&st, f)?;
         Ok(Self::state_of(&st))
+    }
+
+    /// How the last test ended: `Ok` if every transfer was clean, `EIO` if one failed or
+    /// was corrupt, its own error if it could not run, `ENOENT` if none ran.
+    #[cfg(fastreg_test)]
+    pub(crate) fn last_status(&self) -> Result {
+        match &self.st.lock().last {
+            Some(Ok(rep)) if rep.clean() => Ok(()),
+            Some(Ok(_)) => Err(EIO),
+            Some(Err(e)) => Err(*e),
+            None => Err(ENOENT),
+        }
     }
 
     fn write_last(st: &St, f: &mut impl core::fmt::Write) -> Result {

@@ -303,6 +303,7 @@ impl core::fmt::Display for Fields<'_> {
 
 impl Report {
     /// Whether anything failed or was corrupt.
+    #[cfg(fastreg_test)]
     pub(crate) fn clean(&self) -> bool {
         self.total.errors_total() == 0 && self.total.corrupt == 0
     }
@@ -335,21 +336,25 @@ impl Report {
     }
 }
 
-/// Runs test `t` from one of `ifaces`; returns when every worker has finished (or the
-/// writer is interrupted: the workers stop after their current transfer).
-pub(crate) fn run(ifaces: &Ifaces, t: &Lst, timeout_ms: u32) -> Result<KBox<Report>> {
-    start(local_iface(ifaces, t)?, t.peers(), t, timeout_ms)?.wait(true)
+/// The interface test `t` runs from: the one it names, else the first (`ENOENT` when there
+/// is none).
+pub(crate) fn local_iface(ifaces: &Ifaces, t: &Lst) -> Result<Arc<Iface>> {
+    iface_from(ifaces, t.from, "lst")
 }
 
-/// The interface test `t` runs from: the one it names, else the first (`ENOENT`, logged,
-/// when there is none).
-pub(crate) fn local_iface(ifaces: &Ifaces, t: &Lst) -> Result<Arc<Iface>> {
-    match t.from {
+/// The interface at address `from`, else the first (`ENOENT` when there is none, logged
+/// for `who` at a limited rate: whoever may ask can repeat it).
+pub(crate) fn iface_from(
+    ifaces: &Ifaces,
+    from: Option<[u8; 4]>,
+    who: &'static str,
+) -> Result<Arc<Iface>> {
+    match from {
         Some(ip) => ifaces.find(ip),
         None => ifaces.first(),
     }
     .ok_or_else(|| {
-        pr_err!("lst: no such local interface\n");
+        crate::show::pr_limited!(pr_err, "{}: no such local interface\n", who);
         ENOENT
     })
 }

@@ -213,6 +213,7 @@ impl Iface {
     /// After a failed run, runs within the backoff ([`conn_state::backoff_ms`] of the
     /// consecutive failures) fail at once with the same error, so callers that retry in a
     /// loop do not hammer an unreachable peer.
+    #[cfg(fastreg_test)]
     pub(crate) fn connect(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
         let runs = {
             let mut st = self.st.lock();

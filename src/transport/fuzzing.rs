@@ -1,19 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The fuzzing peer (test only, `fuzz LOCAL seed=S rate=PPM count=N` on the `ctl` file):
-//! an interface that mutates what it sends, messages and connection parameters, with
-//! [`crate::rules::fuzz`]; and the count, on every interface, of connections closed by reason,
-//! which shows what a fuzzing peer cost the node it talks to.
+//! The fuzzing peer (the test build only: `fuzz LOCAL seed=S rate=PPM count=N` on the `ctl`
+//! file): an interface that mutates what it sends, messages and connection parameters, with
+//! [`crate::rules::fuzz`]. What a fuzzing peer cost the node it talks to shows in the count,
+//! on every interface, of connections closed by reason ([`Iface::count_closed`]).
 
 use super::*;
+use crate::rules::fuzz::Fuzzer;
 
 impl Iface {
     /// Starts a fuzzing run of `count` mutations at `rate` per million things sent, from
     /// `seed` (`count` 0 stops the run).
     pub(crate) fn fuzz(&self, seed: u64, rate: u32, count: u64) {
-        let mut f = self.fuzz.lock();
+        let mut f = self.hooks.fuzz.lock();
         *f = (count > 0).then(|| Fuzzer::new(seed, rate, count));
-        self.fuzzing.store(count > 0, Relaxed);
+        self.hooks.fuzzing.store(count > 0, Relaxed);
         if count > 0 {
             pr_info!(
                 "{}: test hook: fuzzing on (seed {}, {} per million, {} mutations)\n",
@@ -50,10 +51,10 @@ impl Iface {
     /// Runs `act` on the fuzzing run, if one is on (it returns whether it mutated); the
     /// run ends with its last mutation.
     fn fuzzing_run(&self, act: impl FnOnce(&mut Fuzzer) -> bool) {
-        if !self.fuzzing.load(Relaxed) {
+        if !self.hooks.fuzzing.load(Relaxed) {
             return;
         }
-        let mut f = self.fuzz.lock();
+        let mut f = self.hooks.fuzz.lock();
         if let Some(fz) = (*f).as_mut() {
             if act(fz) && fz.left == 0 {
                 self.fuzz_done(fz);
@@ -62,7 +63,7 @@ impl Iface {
     }
 
     fn fuzz_done(&self, fz: &Fuzzer) {
-        self.fuzzing.store(false, Relaxed);
+        self.hooks.fuzzing.store(false, Relaxed);
         pr_info!(
             "{}: test hook: fuzzing done: {} mutations in {} things sent\n",
             self.addr,
@@ -71,13 +72,8 @@ impl Iface {
         );
     }
 
-    /// A connection of this interface went down for `reason` (the first one given).
-    pub(super) fn count_closed(&self, reason: &'static str) {
-        self.closed_by.lock().count(reason);
-    }
-
-    /// Copies of the fuzzing run and of the closed counts, for debugfs.
-    pub(super) fn fuzz_snapshot(&self) -> (Option<Fuzzer>, Tally) {
-        (*self.fuzz.lock(), *self.closed_by.lock())
+    /// A copy of the fuzzing run, for debugfs.
+    pub(super) fn fuzz_snapshot(&self) -> Option<Fuzzer> {
+        *self.hooks.fuzz.lock()
     }
 }

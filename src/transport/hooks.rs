@@ -1,44 +1,81 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Test hooks: corrupting or misbehaving on purpose, injected faults, stale writes.
+//! Test hooks (the test build only: Kbuild's `FASTREG_TEST=1`): corrupting or misbehaving
+//! on purpose, injected faults, stale writes. A production build compiles `hooks_off.rs`
+//! in their place: the same calls at the transport's hook points, doing nothing.
 
 use super::*;
+use crate::rules::{
+    command::Fault,
+    fuzz::Fuzzer,
+    wire::Misbehave, //
+};
+
+/// An interface's test-hook state.
+#[pin_data]
+pub(super) struct Hooks {
+    /// How the interface misbehaves next ([`Misbehave`] as u32), and how many times.
+    hook: Atomic<u32>,
+    hook_left: Atomic<u32>,
+    /// Transfers this interface serves next whose data it corrupts.
+    corrupt_next: Atomic<u32>,
+    /// [`Misbehave::RecordGet`]: the registrations of a GET it served.
+    #[pin]
+    served_get: BhSpinLock<Option<Regs>>,
+    /// [`Fault::StaleRkey`]: the registrations of the sink of a PUT it did.
+    #[pin]
+    recorded_put: BhSpinLock<Option<Regs>>,
+    /// The `fuzz` command ([`super::fuzzing`]): whether a fuzzing run is on, and the run,
+    /// which mutates what the interface sends. A leaf lock, taken under a connection's.
+    pub(super) fuzzing: Atomic<bool>,
+    #[pin]
+    pub(super) fuzz: BhSpinLock<Option<Fuzzer>>,
+}
+
+impl Hooks {
+    /// Nothing armed.
+    pub(super) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            hook: Atomic::new(0),
+            hook_left: Atomic::new(0),
+            corrupt_next: Atomic::new(0),
+            served_get <- new_bh_spinlock!(None, "fastreg::Hooks::served_get"),
+            recorded_put <- new_bh_spinlock!(None, "fastreg::Hooks::recorded_put"),
+            fuzzing: Atomic::new(false),
+            fuzz <- new_bh_spinlock!(None, "fastreg::Hooks::fuzz"),
+        })
+    }
+}
 
 impl Iface {
-    /// A new seed for a transfer's pattern.
-    pub(crate) fn seed(&self) -> u32 {
-        let n = self.seeds.fetch_add(1, Relaxed);
-        (self.stamp as u32) ^ n.wrapping_mul(0x9e37_79b9)
-    }
-
     /// Test hook (`fault IFACE corrupt N`): the next `n` transfers this interface serves
     /// get one byte of their data inverted, at the sink before it checks (PUT) or at the
     /// source before it writes (GET).
     pub(crate) fn corrupt_served(&self, n: u32) {
-        self.corrupt_next.store(n, Relaxed);
+        self.hooks.corrupt_next.store(n, Relaxed);
     }
 
     /// Test hook (`misbehave IFACE HOW N`): the next `n` times the interface is in the
     /// role of `how`, it misbehaves that way towards its peer.
     pub(crate) fn misbehave(&self, how: Misbehave, n: u32) {
-        self.hook_left.store(0, Relaxed);
-        self.hook.store(how as u32, Relaxed);
-        self.hook_left.store(n, Relaxed);
+        self.hooks.hook_left.store(0, Relaxed);
+        self.hooks.hook.store(how as u32, Relaxed);
+        self.hooks.hook_left.store(n, Relaxed);
     }
 
     /// Whether the interface is armed to misbehave `how` (without consuming it).
     pub(super) fn armed(&self, how: Misbehave) -> bool {
-        self.hook.load(Relaxed) == how as u32 && self.hook_left.load(Relaxed) > 0
+        self.hooks.hook.load(Relaxed) == how as u32 && self.hooks.hook_left.load(Relaxed) > 0
     }
 
     /// Whether the interface misbehaves `how` now (consumes one of the armed times).
     pub(super) fn hook(&self, how: Misbehave) -> bool {
-        if self.hook.load(Relaxed) != how as u32 {
+        if self.hooks.hook.load(Relaxed) != how as u32 {
             return false;
         }
-        let mut n = self.hook_left.load(Relaxed);
+        let mut n = self.hooks.hook_left.load(Relaxed);
         while n > 0 {
-            match self.hook_left.cmpxchg(n, n - 1, Relaxed) {
+            match self.hooks.hook_left.cmpxchg(n, n - 1, Relaxed) {
                 Ok(_) => {
                     pr_info!("{}: test hook: misbehaving ({})\n", self.addr, how.name());
                     return true;
@@ -66,9 +103,9 @@ impl Iface {
 
     /// Consumes one armed corruption, if any: the offset to invert in `len` bytes.
     pub(super) fn take_corrupt(&self, len: usize) -> Option<usize> {
-        let mut n = self.corrupt_next.load(Relaxed);
+        let mut n = self.hooks.corrupt_next.load(Relaxed);
         while n > 0 && len > 0 {
-            match self.corrupt_next.cmpxchg(n, n - 1, Relaxed) {
+            match self.hooks.corrupt_next.cmpxchg(n, n - 1, Relaxed) {
                 Ok(_) => {
                     pr_info!(
                         "{}: corrupting byte {} of a served transfer\n",
@@ -103,7 +140,7 @@ impl Iface {
             remote_inv = regs.as_slice().last().map(|r| r.rkey);
         }
         if self.hook(Misbehave::RecordGet) {
-            *self.served_get.lock() = Some(*regs);
+            *self.hooks.served_get.lock() = Some(*regs);
         }
         remote_inv
     }
@@ -118,11 +155,42 @@ impl Iface {
 
     /// Test hook ([`Fault::StaleRkey`]): the registrations of the sink of the PUT just done.
     pub(super) fn record_put(&self, regs: Regs) {
-        *self.recorded_put.lock() = Some(regs);
+        *self.hooks.recorded_put.lock() = Some(regs);
     }
 }
 
+impl Iface {
+    /// Test hook ([`Misbehave::Short`]): the sink of a PUT advertises one byte less than
+    /// asked.
+    pub(super) fn advertise_short(&self) -> bool {
+        self.hook(Misbehave::Short)
+    }
+
+    /// A message of `n` bytes in `buf`, encoded, about to be sent: corrupted as `mangle`
+    /// says ([`Conn::take_mangle`]), then mutated if a fuzzing run says so; the length to
+    /// send.
+    pub(super) fn sending(&self, mangle: Mangling, buf: &mut [u8], n: usize) -> usize {
+        if let Some(m) = mangle {
+            wire::mangle(m, &mut buf[..n]);
+        }
+        self.fuzz_msg(buf, n)
+    }
+}
+
+/// How the next message sent is to be corrupted (the `fault` command), if at all.
+pub(super) type Mangling = Option<wire::Mangle>;
+
 impl Conn {
+    /// The corruption armed for the next message sent to the peer (not for a post of this
+    /// side's own, `local`): taken.
+    pub(super) fn take_mangle(st: &mut ConnState, local: bool) -> Mangling {
+        if local {
+            None
+        } else {
+            st.mangle.take()
+        }
+    }
+
     /// Test hook ([`Misbehave::DupDone`]): a second DONE for the GET served as `cookie`.
     pub(super) fn dup_done(&self, st: &mut ConnState, cookie: u64) {
         if self.iface.hook(Misbehave::DupDone) {
@@ -169,17 +237,17 @@ impl Conn {
             };
         }
         let old = match what {
-            Fault::StaleGet => (*self.iface.served_get.lock()).ok_or(ENOENT)?,
+            Fault::StaleGet => (*self.iface.hooks.served_get.lock()).ok_or(ENOENT)?,
             _ => {
                 // A registered PUT (never inline): the sink advertises registrations.
                 let region = self.registered_region()?;
-                *self.iface.recorded_put.lock() = None;
+                *self.iface.hooks.recorded_put.lock() = None;
                 let req = Request::Put {
                     seed: self.iface.seed(),
                     check: Check::Full,
                 };
                 self.call(req, Some(region), timeout_ms, true).result?;
-                (*self.iface.recorded_put.lock()).ok_or(ENOENT)?
+                (*self.iface.hooks.recorded_put.lock()).ok_or(ENOENT)?
             }
         };
         let size = usize::try_from(old.bytes()).map_err(|_| EINVAL)?;

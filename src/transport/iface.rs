@@ -82,15 +82,9 @@ impl Iface {
                 max_conns: tun.max_conns as usize,
                 geo,
                 configured: Atomic::new(false),
-                hook: Atomic::new(0),
-                hook_left: Atomic::new(0),
                 connected <- new_condvar!("fastreg::Iface::connected"),
                 spare <- new_mutex!(spare, "fastreg::Iface::spare"),
-                corrupt_next: Atomic::new(0),
-                served_get <- new_bh_spinlock!(None, "fastreg::Iface::served_get"),
-                recorded_put <- new_bh_spinlock!(None, "fastreg::Iface::recorded_put"),
-                fuzzing: Atomic::new(false),
-                fuzz <- new_bh_spinlock!(None, "fastreg::Iface::fuzz"),
+                hooks <- Hooks::new(),
                 closed_by <- new_bh_spinlock!(Tally::new(), "fastreg::Iface::closed_by"),
                 shares <- new_mutex!(KVec::new(), "fastreg::Iface::shares"),
                 over_share: Atomic::new(0),
@@ -153,6 +147,17 @@ impl Iface {
     /// Its incarnation: with its address, what names it among the node's interfaces.
     pub(crate) fn stamp(&self) -> u64 {
         self.stamp
+    }
+
+    /// A new seed for a transfer's pattern.
+    pub(crate) fn seed(&self) -> u32 {
+        let n = self.seeds.fetch_add(1, Relaxed);
+        (self.stamp as u32) ^ n.wrapping_mul(0x9e37_79b9)
+    }
+
+    /// A connection of this interface went down for `reason` (the first one given).
+    pub(super) fn count_closed(&self, reason: &'static str) {
+        self.closed_by.lock().count(reason);
     }
 
     /// What this interface offers in negotiation.
@@ -328,6 +333,7 @@ impl Iface {
 
     /// Takes `conn` out of the list; returns whether it was there. Whoever takes a
     /// connection out tears it down (a shutdown may have taken it first).
+    #[cfg(fastreg_test)]
     fn forget(&self, conn: &Arc<Conn>) -> bool {
         let mut st = self.st.lock();
         let before = st.conns.len();
@@ -336,11 +342,13 @@ impl Iface {
     }
 
     /// The connection with `peer` (see [`Iface::established`]), in any state.
+    #[cfg(fastreg_test)]
     pub(crate) fn find(&self, peer: SockAddr) -> Option<Arc<Conn>> {
         Self::to_peer(&self.st.lock().conns, peer, |_| true)
     }
 
     /// Closes the connection to `peer`, if any.
+    #[cfg(fastreg_test)]
     pub(crate) fn close(&self, peer: SockAddr) -> Result {
         let c = self.find(peer).ok_or(ENOENT)?;
         if self.forget(&c) {

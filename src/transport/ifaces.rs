@@ -113,6 +113,7 @@ impl Ifaces {
 
     /// Removes the interface at `ip` (and `port`, if given); `EBUSY` for one made through
     /// configfs.
+    #[cfg(fastreg_test)]
     pub(crate) fn del(&self, ip: [u8; 4], port: Option<u16>) -> Result {
         let gone = {
             let mut list = self.list.lock();

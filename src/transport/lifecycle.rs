@@ -38,10 +38,12 @@ impl Conn {
                     next_cookie: 1,
                     last_tx: Instant::now(),
                     last_rx: Instant::now(),
+                    #[cfg(fastreg_test)]
                     mangle: None,
                     xfers: Records::new(),
                     finished: Records::new(),
                     spare: KVec::new(),
+                    #[cfg(fastreg_test)]
                     probe: None,
                     in_line: false,
                     sinks: KVec::new(),
@@ -488,6 +490,7 @@ impl Conn {
                     }
                     inv
                 }
+                #[cfg(fastreg_test)]
                 Finishing::Probe(inv) => {
                     st.probe = Some(ChainEnd::Failed);
                     inv

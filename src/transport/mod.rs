@@ -27,14 +27,24 @@
 //! connection), [`put`] and [`get`] (the steps of the transfers this side starts),
 //! [`serve`] (the transfers it serves for a peer),
 //! [`inline`] (small transfers carried in the messages, both sides),
-//! [`hooks`] (test hooks), [`control`] (consoles' requests, the data moved), [`fuzzing`] (the fuzzing peer), [`show`] (debugfs output) and [`ifaces`] (the node's interfaces).
+//! [`hooks`] (test hooks: in the test build only, `hooks_off.rs` in a production one),
+//! [`control`] (consoles' requests, the data moved), `fuzzing` (the fuzzing peer, test build
+//! only), [`show`] (debugfs output) and [`ifaces`] (the node's interfaces).
 
+// The synchronous calls (a submission and a wait): the debugfs `ctl` commands' and the
+// test hooks', in the test build only.
+#[cfg(fastreg_test)]
 mod call;
 mod cm_handler;
 mod control;
 mod dial;
+#[cfg(fastreg_test)]
 mod fuzzing;
 mod get;
+#[cfg(fastreg_test)]
+mod hooks;
+#[cfg(not(fastreg_test))]
+#[path = "hooks_off.rs"]
 mod hooks;
 mod iface;
 mod ifaces;
@@ -53,6 +63,7 @@ pub(crate) use control::{
     Control,
     Moved, //
 };
+use hooks::Hooks;
 pub(crate) use ifaces::{
     Ifaces,
     NetTick, //
@@ -97,6 +108,8 @@ use kernel::{
     },
 };
 
+#[cfg(fastreg_test)]
+use crate::wait;
 use crate::{
     device::DevRes,
     reg::region::{
@@ -104,10 +117,7 @@ use crate::{
         Region, //
     },
     rules::{
-        command::{
-            Fault,
-            IfaceTunables, //
-        },
+        command::IfaceTunables,
         conn_state::{
             self,
             Action,
@@ -116,7 +126,6 @@ use crate::{
         },
         credits,
         frag::Geometry,
-        fuzz::Fuzzer,
         mr_state::state::{
             Free,
             Invalidating,
@@ -135,7 +144,6 @@ use crate::{
             Check,
             ConnParams,
             Limits,
-            Misbehave,
             Msg,
             Regs, //
         },
@@ -173,7 +181,6 @@ use crate::{
         Wc,
         PRIVILEGED_PORTS, //
     },
-    wait, //
 };
 
 /// Receive buffers and message slots beyond the queue depth (for NOOPs and replies).
@@ -292,9 +299,9 @@ pub(crate) struct Iface {
     geo: Geometry,
     /// Made through configfs: its directory owns it, and the debugfs commands leave it be.
     configured: Atomic<bool>,
-    /// Test hook: how the interface misbehaves next, and how many times ([`hooks`]).
-    hook: Atomic<u32>,
-    hook_left: Atomic<u32>,
+    /// Test hooks ([`hooks`]; nothing in a production build).
+    #[pin]
+    hooks: Hooks,
     /// Signalled when a peer's run of connect attempts ends ([`dial`]).
     #[pin]
     connected: CondVar,
@@ -302,19 +309,6 @@ pub(crate) struct Iface {
     /// the same size: serving allocates nothing at steady state.
     #[pin]
     spare: Mutex<KVec<Region>>,
-    /// Test hook: transfers this interface serves next whose data it corrupts.
-    corrupt_next: Atomic<u32>,
-    /// Test hook ([`Misbehave::RecordGet`]): the registrations of a GET it served.
-    #[pin]
-    served_get: BhSpinLock<Option<Regs>>,
-    /// Test hook ([`Fault::StaleRkey`]): the registrations of the sink of a PUT it did.
-    #[pin]
-    recorded_put: BhSpinLock<Option<Regs>>,
-    /// Test hook (`fuzz` command): whether a fuzzing run is on, and the run, which mutates
-    /// what the interface sends ([`crate::rules::fuzz`]). A leaf lock, taken under a connection's.
-    fuzzing: Atomic<bool>,
-    #[pin]
-    fuzz: BhSpinLock<Option<Fuzzer>>,
     /// Its connections that went down, by the first reason given (a leaf lock).
     #[pin]
     closed_by: BhSpinLock<Tally>,
@@ -403,6 +397,7 @@ struct ConnState {
     /// When this side last received one.
     last_rx: Instant<Monotonic>,
     /// Test hook: corrupt the next message sent (see the `fault` command).
+    #[cfg(fastreg_test)]
     mangle: Option<wire::Mangle>,
     /// Transfers this side started and not finished, in submission order (the order in
     /// which they start).
@@ -417,7 +412,8 @@ struct ConnState {
         KVec<FrMr<Registered>>,
         KVec<FrMr<Invalidating>>,
     )>,
-    /// Test hook: how the chain of [`Conn::fault`]'s stale write ended.
+    /// Test hook: how the chain of `Conn::fault`'s stale write ended.
+    #[cfg(fastreg_test)]
     probe: Option<ChainEnd>,
     /// The connection may be in its device pool's line of those waiting for MRs.
     in_line: bool,
@@ -618,7 +614,7 @@ struct Xfer {
     /// Whom to tell, and what it called the transfer.
     client: Arc<dyn Client>,
     token: usize,
-    /// Test hook ([`Fault::StaleRkey`]): keep the sink's registrations when it is done.
+    /// Test hook (`fault ... stale_rkey`): keep the sink's registrations when it is done.
     record: bool,
     /// Its last try to take MRs found none (it is in the pool's line).
     waits_mrs: bool,
@@ -686,7 +682,8 @@ enum Finishing {
     ServedPut(Region, KVec<FrMr<Invalidating>>, SinkCheck, Charge),
     /// A chain of a transfer this side started (its MRs, invalidated in the chain).
     Mine(u64, KVec<FrMr<Invalidating>>),
-    /// Test hook: the chain of [`Conn::fault`]'s stale write.
+    /// Test hook: the chain of `Conn::fault`'s stale write.
+    #[cfg(fastreg_test)]
     Probe(KVec<FrMr<Invalidating>>),
 }
 

@@ -89,7 +89,7 @@ impl Conn {
         chain.clear();
         let buf = &slot.value().buf;
         let max_msg = st.params.map_or(wire::MIN_MSG, |p| p.max_msg) as usize;
-        let mangle = if local { None } else { st.mangle.take() };
+        let mangle = Self::take_mangle(st, local);
         let built = pre(&mut chain).and_then(|regs| {
             if local {
                 return Ok(());
@@ -106,10 +106,7 @@ impl Conn {
                     let end = max_msg.min(b.len());
                     let b = &mut b[..end];
                     let n = wire::encode_with(&msg, b, false, |d| filled = fill(d))?;
-                    if let Some(m) = mangle {
-                        wire::mangle(m, &mut b[..n]);
-                    }
-                    Some(self.iface.fuzz_msg(b, n))
+                    Some(self.iface.sending(mangle, b, n))
                 })
                 .ok_or(EMSGSIZE)?;
             filled?;
@@ -311,6 +308,7 @@ impl Conn {
                     self.apply(st, i, XEvent::ChainDone(ok));
                 }
             }
+            #[cfg(fastreg_test)]
             Finishing::Probe(inv) => {
                 settle(inv);
                 st.probe = Some(end);

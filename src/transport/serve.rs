@@ -389,7 +389,7 @@ impl Conn {
         let res = self.iface.res.clone();
         let sink_cookie = st.next_cookie;
         st.next_cookie += 1;
-        let short = self.iface.hook(Misbehave::Short);
+        let short = self.iface.advertise_short();
         let access = Access::REMOTE_WRITE.with(Access::LOCAL_WRITE);
         let served = match st.sinks.reserve(1, GFP_NOWAIT) {
             Ok(()) => self.post_served(

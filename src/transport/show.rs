@@ -35,6 +35,7 @@ pub(crate) struct IfaceSnap {
     pub(crate) rejects_sent: [u64; REASONS],
     pub(crate) rejects_received: [u64; REASONS],
     /// Its fuzzing run, if any (test hook).
+    #[cfg(fastreg_test)]
     pub(crate) fuzz: Option<crate::rules::fuzz::Fuzzer>,
     /// Its connections that went down, by reason.
     pub(crate) closed_by: Tally,
@@ -79,10 +80,10 @@ impl Iface {
         for c in conns.iter() {
             snaps.push(c.snapshot(), GFP_KERNEL)?;
         }
-        let (fuzz, closed_by) = self.fuzz_snapshot();
         Ok(IfaceSnap {
-            fuzz,
-            closed_by,
+            #[cfg(fastreg_test)]
+            fuzz: self.fuzz_snapshot(),
+            closed_by: *self.closed_by.lock(),
             res: self.res.clone(),
             addr: self.addr,
             tun: self.tun,

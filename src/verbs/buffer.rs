@@ -138,6 +138,7 @@ impl Buffer {
     }
 
     /// Inverts the byte at `off` (a test hook: data corruption).
+    #[cfg(fastreg_test)]
     pub(crate) fn flip(&self, off: usize) -> Result {
         if off >= self.len {
             return Err(EINVAL);

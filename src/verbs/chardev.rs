@@ -10,7 +10,13 @@
 //! the copy: the VFS then drops the reference after `release` returns, as it does for a C
 //! driver's `.owner = THIS_MODULE`. `misc_open` holds `misc_mtx` across `open`, and
 //! `misc_deregister` takes it, so an `open` that got past the module's check is over
-//! before the module's exit can go past the deregistration.
+//! before the module's exit can go past the deregistration. An `open` during the module's
+//! init is refused (`ENODEV`): a load that then failed would free the module under it.
+//!
+//! What is left until the crate sets `.owner` itself (an owner in `MiscDeviceOptions`, the
+//! upstream fix): a file whose `open` is refused with `ENODEV` while the module goes still
+//! points at the crate's table, in the module's memory, when the VFS puts it after
+//! `misc_mtx` is released; a window of a few instructions during `rmmod`.
 
 use core::{
     marker::PhantomData,
@@ -22,6 +28,7 @@ use core::{
 
 use kernel::{
     bindings,
+    error::to_result,
     fs::{
         File,
         Kiocb, //
@@ -59,8 +66,9 @@ pub(crate) trait DevFile: Sized + 'static {
     fn write_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterSource<'_>) -> Result<usize>;
 }
 
-/// The misc device of [`DevFile`] `T`: its `open` holds the module first.
-pub(crate) struct Misc<T>(PhantomData<T>);
+/// The misc device of [`DevFile`] `T`: its `open` holds the module first. Private: the
+/// only device of it is a [`MiscDev`]'s, which [`hold_module`] relies on.
+struct Misc<T>(PhantomData<T>);
 
 #[vtable]
 impl<T: DevFile> MiscDevice for Misc<T> {
@@ -88,8 +96,12 @@ impl<T: DevFile> MiscDevice for Misc<T> {
 /// The owned copy of the device's file operations, while there is one ([`MiscDev`]).
 static OWNED: AtomicPtr<bindings::file_operations> = AtomicPtr::new(core::ptr::null_mut());
 
-/// fastreg's copy of a device's file operations, with `.owner` set; published in [`OWNED`]
-/// for as long as it lives.
+/// fastreg's copy of a device's file operations, with `.owner` set.
+///
+/// # Invariants
+///
+/// [`OWNED`] points to the copy from before the device is registered until the copy is
+/// dropped, and is null otherwise; there is at most one.
 struct OwnedFops {
     _copy: KBox<Opaque<bindings::file_operations>>,
 }
@@ -109,6 +121,11 @@ impl Drop for OwnedFops {
 
 /// A registered misc device of [`DevFile`] `T` (mode 0600, root's: devtmpfs's default for a
 /// misc device with no mode) whose open files hold the module. One per module.
+///
+/// # Invariants
+///
+/// `reg` is dropped before `_fops` (field order): the copy outlives the device, and with it
+/// every `open` (each runs under `misc_mtx`, which the deregistration takes).
 #[pin_data]
 pub(crate) struct MiscDev<T: DevFile> {
     // Dropped first: no file is open then (each holds the module), and none opens after.
@@ -153,14 +170,12 @@ fn hold_module(file: &File) -> Result {
     if fops.is_null() {
         return Err(ENODEV);
     }
-    // SAFETY: `file` is being opened as a `Misc<T>` device's, and the only such device is a
-    // `MiscDev`'s, whose copy of the device's operations is `fops`: it lives until after the
-    // device is deregistered, and every file holds the module (so the `MiscDev`) from here
-    // until the VFS releases the copy with the file. The helper takes the module and puts
-    // the copy, the same functions with `.owner`, in place of the crate's table.
-    let r = unsafe { ib::fastreg_hold_module(file.as_ptr(), fops) };
-    if r < 0 {
-        return Err(Error::from_errno(r));
-    }
-    Ok(())
+    // SAFETY: `file` is being opened as a `Misc<T>` device's (private to this file: the
+    // only such device is a `MiscDev`'s), whose copy of the device's operations is `fops`.
+    // During this call `misc_open` holds `misc_mtx`, which the device's deregistration
+    // takes, and the copy outlives the deregistration (`MiscDev`'s invariants): `fops` is
+    // valid now. From the module reference the helper takes, the file holds the module,
+    // and so the `MiscDev` and its copy, until the VFS puts the copy with the file. The
+    // helper puts the copy, the same functions with `.owner`, in place of the crate's table.
+    to_result(unsafe { ib::fastreg_hold_module(file.as_ptr(), fops) })
 }

@@ -118,26 +118,29 @@ unsigned int fastreg_sg_dma_len(struct scatterlist *sg)
  * the error, and bad_wr at that first request. Failing fastreg_ib_post_send() itself
  * leaves bad_wr unset, which says that where the device stopped is unknown. The QP is
  * looked at so that the compiler cannot take the result as known and drop the call;
- * without CONFIG_FUNCTION_ERROR_INJECTION nothing calls it.
+ * without CONFIG_FUNCTION_ERROR_INJECTION nothing calls it. The test build only
+ * (FASTREG_TEST).
  */
+#ifdef FASTREG_TEST
 noinline int fastreg_post_refused(struct ib_qp *qp)
 {
 	return qp ? 0 : -EINVAL;
 }
 ALLOW_ERROR_INJECTION(fastreg_post_refused, ERRNO);
+#endif
 
 int fastreg_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
 			 const struct ib_send_wr **bad_wr)
 {
-	if (IS_ENABLED(CONFIG_FUNCTION_ERROR_INJECTION)) {
-		int ret = fastreg_post_refused(qp);
+#if defined(FASTREG_TEST) && defined(CONFIG_FUNCTION_ERROR_INJECTION)
+	int ret = fastreg_post_refused(qp);
 
-		if (ret) {
-			if (bad_wr)
-				*bad_wr = wr;
-			return ret;
-		}
+	if (ret) {
+		if (bad_wr)
+			*bad_wr = wr;
+		return ret;
 	}
+#endif
 	return ib_post_send(qp, wr, bad_wr);
 }
 ALLOW_ERROR_INJECTION(fastreg_ib_post_send, ERRNO);
@@ -255,6 +258,7 @@ __be32 fastreg_ib_port_ipv4(struct ib_device *device, u32 port)
 	return addr;
 }
 
+#ifdef FASTREG_TEST
 #ifdef CONFIG_FAULT_INJECTION_DEBUG_FS
 static DECLARE_FAULT_ATTR(fastreg_fail_wr);
 static struct dentry *fastreg_fail_wr_dir;
@@ -298,7 +302,8 @@ bool fastreg_should_fail_wr(u32 kinds)
 {
 	return false;
 }
-#endif
+#endif /* CONFIG_FAULT_INJECTION_DEBUG_FS */
+#endif /* FASTREG_TEST */
 
 void fastreg_hmac_sha256(const u8 *key, size_t key_len, const u8 *data, size_t data_len,
 			 u8 *out)
@@ -308,8 +313,13 @@ void fastreg_hmac_sha256(const u8 *key, size_t key_len, const u8 *data, size_t d
 
 int fastreg_hold_module(struct file *file, const struct file_operations *fops)
 {
-	if (!try_module_get(THIS_MODULE))
+	/*
+	 * Not while the module's init runs (COMING): a load that then fails frees the module
+	 * under the file. LIVE, then try_module_get() fails only once it is GOING.
+	 */
+	if (READ_ONCE(THIS_MODULE->state) != MODULE_STATE_LIVE || !try_module_get(THIS_MODULE))
 		return -ENODEV;
 	replace_fops(file, fops);
-	return 0;
+	/* Requests and replies, no file position: pread/pwrite/lseek refused. */
+	return stream_open(file_inode(file), file);
 }

@@ -35,6 +35,8 @@ mod cm;
 mod cq;
 mod crypto;
 mod device;
+// The completion fault attribute: in the test build only (Kbuild's FASTREG_TEST=1).
+#[cfg(fastreg_test)]
 mod fault;
 mod ib;
 mod mr;
@@ -93,6 +95,7 @@ pub(crate) use device::{
     Device,
     DeviceRef, //
 };
+#[cfg(fastreg_test)]
 pub(crate) use fault::FailWr;
 pub(crate) use mr::{
     Mr,

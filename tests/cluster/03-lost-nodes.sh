@@ -139,11 +139,11 @@ busy() {
 	[ "$(sent)" -ge $(($1 + 16)) ]
 }
 
-# under_way BASE: this node's own run is in the kernel (fastreg-lst holds the lst
-# file's lock for the whole of it: flock exits 1 on that conflict) and has sent 16 messages
+# under_way BASE: this node's own run is in the kernel (fastreg-lst holds the control
+# device's lock for the whole of it: flock exits 1 on that conflict) and has sent 16 messages
 # more than BASE to the peer (the count alone would also grow by serving the peer's run).
 under_way() {
-	flock -n "$DBG/lst" true
+	flock -n /dev/fastreg true
 	[ $? -eq 1 ] || { echo "no run of this node's in the kernel"; return 1; }
 	busy "$1"
 }

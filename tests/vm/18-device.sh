@@ -9,6 +9,9 @@
 # fastreg-lst (configfs). A test belongs to the file that started it: closed, the test
 # stops; a second start while one runs is refused as busy; Ctrl-C on fastreg-lst stops its
 # test. An open device holds the module (rmmod is refused until it is closed).
+# All of it on the production module (build/ko/x86_64-production, built by `make test`;
+# Documentation/testing.rst, "The test build"): its debugfs directory holds the read-only
+# dumps only, and no fault attribute.
 #@ vm
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/veth.sh"
@@ -17,6 +20,19 @@
 A=$VETH_ADDR0 B=$VETH_ADDR1
 DEVREQ=("python3" "$FASTREG_TOP/tests/vm/devreq.py")
 KEY=/tmp/cluster.key
+KO=$FASTREG_TOP/build/ko/x86_64-production/fastreg.ko
+
+production_ko() {
+	[ -f "$KO" ] || { echo "no $KO: build it with FASTREG_TEST=0 FASTREG_OUT=build/ko/x86_64-production scripts/kmake.sh modules"; return 1; }
+}
+
+# debugfs of the production module: the dumps, nothing that takes a command or a fault.
+dumps_only() {
+	local files
+	files=$(cd "$DBG" && ls | sort | tr '\n' ' ')
+	[ "$files" = "conns devices params pools " ] && [ ! -e /sys/kernel/debug/fastreg_fail_wr ] &&
+		grep -q "^$RXE_DEV0: " "$DBG/devices" || { echo "debugfs: $files"; ls /sys/kernel/debug | grep fastreg; return 1; }
+}
 
 # req OP [WORDS]: one well-formed request; its "status=N state=S" line and text in /tmp/req.
 req() {
@@ -28,8 +44,9 @@ answered() {
 	head -n1 /tmp/req | grep -qx "status=$1 state=$2" || { echo "got:"; cat /tmp/req; return 1; }
 }
 
-# raw_refused HEX ERRNO LOG: writing the bytes HEX fails with ERRNO, a read then returns
-# nothing, the log says LOG, and no test is running.
+# raw_refused HEX ERRNO LOG: on a file with a reply pending, writing the bytes HEX fails
+# with ERRNO, a read then returns nothing (the refused request dropped the reply), the log
+# says LOG, and no test is running.
 raw_refused() {
 	dmesg_mark
 	"${DEVREQ[@]}" raw "$1" >/tmp/raw 2>&1
@@ -45,6 +62,12 @@ hdr() { # MAGIC_HEX VERSION OP LEN: a request head, in hex
 }
 FRRQ=46525251
 
+stream_only() {
+	local got
+	got=$("${DEVREQ[@]}" pread 2>&1)
+	[ "$got" = ESPIPE ] || { echo "pread: $got"; return 1; }
+}
+
 device_node() {
 	[ -c /dev/fastreg ] && [ "$(stat -c '%a %U' /dev/fastreg)" = "600 root" ] ||
 		{ ls -l /dev/fastreg; return 1; }
@@ -52,7 +75,7 @@ device_node() {
 
 nobody_refused() {
 	! setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all -- \
-		"${DEVREQ[@]}" send stat >/tmp/nobody 2>&1 && grep -q 'Permission denied' /tmp/nobody ||
+		"${DEVREQ[@]}" send stat >/tmp/nobody 2>&1 && grep -q '/dev/fastreg: Permission denied' /tmp/nobody ||
 		{ cat /tmp/nobody; return 1; }
 }
 
@@ -84,6 +107,7 @@ closed_stops() {
 }
 
 busy_then_interrupted() {
+	dmesg_mark
 	# A shell's background job ignores SIGINT: fastreg-lst gets it back, as from a terminal.
 	env --default-signal=INT "$LST" brw write --from $A --peer $A --size 4k --seconds 120 >/tmp/bg.out 2>&1 &
 	local pid=$!
@@ -93,7 +117,8 @@ busy_then_interrupted() {
 	local rc=0
 	wait $pid || rc=$?
 	[ $rc = 1 ] && grep -q 'interrupted' /tmp/bg.out || { echo "rc $rc"; cat /tmp/bg.out; return 1; }
-	req poll && answered 0 over
+	# Stopped by its stop request and over before fastreg-lst closed the file: not by the close.
+	req poll && answered 0 over && ! dmesg_since_mark | grep -q 'the file that started the test is closed' 
 }
 
 held_module() {
@@ -107,10 +132,12 @@ held_module() {
 	[ $refused = 1 ] && loaded || { echo "rmmod with the device open:"; cat /tmp/rmmod.err; return 1; }
 }
 
-ktap_begin 31
+ktap_begin 34
 check "two $RDMA_KIND devices on a veth pair" veth_up
 BEFORE=$(resource_counts)
-check "insmod timeout=10" load timeout=10
+check "the production module is built" production_ko
+check "insmod timeout=10 (the production module)" load timeout=10
+check "  its debugfs: params, devices, pools, conns; no ctl, lst, console, fastreg_fail_wr" dumps_only
 check "/dev/fastreg is root's, mode 0600" device_node
 check "  nobody cannot open it" nobody_refused
 check "no test yet: wait and result answer ENOENT" eval "req wait && answered -2 idle && req result && answered -2 idle"
@@ -126,6 +153,7 @@ check "bytes after the body: EINVAL" raw_refused "$(hdr $FRRQ 1 6 0)00" EINVAL "
 check "a start's words refused: status EINVAL, the reason in the reply" \
 	eval "req start brw write size=0 && answered -22 idle && grep -q '^refused: ' /tmp/req"
 check "nothing started by any of them" eval "req poll && answered -2 idle"
+check "the device is a stream: pread refused (ESPIPE)" stream_only
 
 check "debugfs unmounted" debugfs_off
 check "  ping" run_clean 10 ping --from $A --peer $A

@@ -5,9 +5,13 @@
 
   devreq.py send OP [WORDS]       one request through scripts/fastreg_device.py; prints
                                   "status=N state=S" and the reply's text
-  devreq.py raw HEX               writes the bytes HEX in one write(2); prints "written" or
-                                  the errno's name (EINVAL, E2BIG, ...), then what a
-                                  following read returns ("read N bytes")
+  devreq.py raw HEX               on one open file: a well-formed poll whose reply is left
+                                  unread, then the bytes HEX in one write(2); prints
+                                  "written" or the errno's name (EINVAL, E2BIG, ...), then
+                                  what a following read returns ("read N bytes": a refused
+                                  request drops the reply before it)
+  devreq.py pread                 a pread(2) at offset 0 after a poll: prints the errno's
+                                  name (ESPIPE: the device is a stream) or "read N bytes"
   devreq.py start-and-exit WORDS  starts a test and exits without waiting (closing the file)
   devreq.py hold SECS             keeps the device open SECS seconds ("open" once it is)
 """
@@ -31,12 +35,22 @@ def main(argv):
         return 0
     if what == "raw":
         fd = os.open(fdev.DEV, os.O_RDWR)
+        os.write(fd, fdev.request("poll"))
         try:
             os.write(fd, bytes.fromhex(argv[1]))
             print("written")
         except OSError as e:
             print(errno.errorcode[e.errno])
         print(f"read {len(os.read(fd, 1 << 16))} bytes")
+        os.close(fd)
+        return 0
+    if what == "pread":
+        fd = os.open(fdev.DEV, os.O_RDWR)
+        os.write(fd, fdev.request("poll"))
+        try:
+            print(f"read {len(os.pread(fd, 1 << 16, 0))} bytes")
+        except OSError as e:
+            print(errno.errorcode[e.errno])
         os.close(fd)
         return 0
     if what == "start-and-exit":

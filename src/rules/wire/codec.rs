@@ -429,7 +429,8 @@ pub(crate) fn decode<'a>(buf: &'a [u8], lim: &Limits) -> Result<Msg<'a>, WireErr
 }
 
 /// Test-only corruptions of an encoded message (the `fault` control command), to prove
-/// that a receiver refuses them.
+/// that a receiver refuses them. The test build only.
+#[cfg(fastreg_test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mangle {
     /// Flip the magic.
@@ -443,6 +444,7 @@ pub(crate) enum Mangle {
 }
 
 /// Applies `m` to the message of `len` bytes in `buf`.
+#[cfg(fastreg_test)]
 pub(crate) fn mangle(m: Mangle, buf: &mut [u8]) {
     match m {
         Mangle::Magic => buf[0] ^= 0xff,

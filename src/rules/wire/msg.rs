@@ -173,6 +173,7 @@ pub(crate) fn regs_cover(regs: &Regs, size: u64) -> bool {
 
 /// Test-only misbehaviours of an interface towards its peers (the `misbehave` control
 /// command), to prove that a peer closes the connection naming the reason.
+#[cfg(fastreg_test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub(crate) enum Misbehave {
@@ -194,6 +195,7 @@ pub(crate) enum Misbehave {
     Credits = 7,
 }
 
+#[cfg(fastreg_test)]
 impl Misbehave {
     /// The name used by the control command.
     pub(crate) fn name(self) -> &'static str {

@@ -142,6 +142,9 @@ fn oversized_refused_with_e2big() {
     assert_eq!(Refusal::Oversized.errno(), 7);
     let b = raw(b"FRRQ", 1, 1, 0, u32::MAX, b"ping");
     assert_eq!(ctldev::parse(&b), Err(Refusal::Oversized));
+    // A length whose low half is small and high half not: all 32 bits are read.
+    let b = raw(b"FRRQ", 1, 1, 0, 0x0001_0004, b"ping");
+    assert_eq!(ctldev::parse(&b), Err(Refusal::Oversized));
     // A write longer than any request, whatever its head says.
     let b = raw(b"FRRQ", 1, 1, 0, 4, &vec![b'p'; MAX_BODY + 1]);
     assert_eq!(ctldev::parse(&b), Err(Refusal::Oversized));
@@ -154,6 +157,18 @@ fn other_versions_refused() {
         assert_eq!(ctldev::parse(&b), Err(Refusal::Version(v)));
         assert_eq!(Refusal::Version(v).errno(), 93);
     }
+}
+
+#[test]
+fn the_version_is_checked_before_the_op() {
+    // Another version's ops are its own: an op unknown here is not what refuses it.
+    for op in [6u16, 99] {
+        let b = raw(b"FRRQ", 2, op, 0, 0, b"");
+        assert_eq!(ctldev::parse(&b), Err(Refusal::Version(2)));
+    }
+    // And the magic before the version.
+    let b = raw(b"XXXX", 2, 99, 0, 0, b"");
+    assert_eq!(ctldev::parse(&b), Err(Refusal::Magic));
 }
 
 #[test]
@@ -239,6 +254,14 @@ fn replies_checked_as_requests_are() {
     let mut v = b;
     v[8] = 1; // a positive status
     assert_eq!(ReplyHead::parse(&v), Err(Refusal::Reserved));
+    let mut v = b;
+    v[0..4].copy_from_slice(b"FRRQ"); // a request's magic
+    assert_eq!(ReplyHead::parse(&v), Err(Refusal::Magic));
+    for op in [0u16, 8, u16::MAX] {
+        let mut v = b;
+        v[6..8].copy_from_slice(&op.to_le_bytes());
+        assert_eq!(ReplyHead::parse(&v), Err(Refusal::UnknownOp(op)));
+    }
 }
 
 proptest! {
