@@ -157,9 +157,6 @@ impl DevFile for CtlDev {
     fn write_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterSource<'_>) -> Result<usize> {
         let me = kiocb.file();
         let n = iov.len();
-        if n > MAX_REQUEST {
-            return Err(refused(ctldev::Refusal::Oversized));
-        }
         if me.busy.xchg(true, Relaxed) {
             return Err(EBUSY);
         }
@@ -176,6 +173,9 @@ fn serve(me: &OpenFile, iov: &mut IovIterSource<'_>, n: usize) -> Result<usize> 
         bytes: KVec::new(),
         at: 0,
     };
+    if n > MAX_REQUEST {
+        return Err(refused(ctldev::Refusal::Oversized));
+    }
     let mut buf = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
     iov.copy_from_iter_vec(&mut buf, GFP_KERNEL_ACCOUNT)?;
     if buf.len() != n {

@@ -313,7 +313,7 @@ impl Inner {
                 st.state = RunState::Running;
             }
         }
-        let _ = run.wait(false);
+        let _ = run.wait();
         let p = run.progress();
         // Asked before the lock: whether the interface closed takes the interface's lock,
         // which is taken before this one on the request path.

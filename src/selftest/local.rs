@@ -109,7 +109,7 @@ impl Local {
             // Nobody to wait for it: it stops, and ends here.
             drop(st);
             run.stop();
-            let _ = run.wait(false);
+            let _ = run.wait();
             return Err(e);
         }
         st.run = Some((run, owner));
@@ -119,7 +119,7 @@ impl Local {
     /// The work item of test number `generation`: waits until it is over, keeps its
     /// report, and wakes whoever waits.
     fn finish(&self, run: Arc<Run>, generation: u64) {
-        let r = run.wait(false);
+        let r = run.wait();
         let mut st = self.st.lock();
         if st.generation == generation {
             st.run = None;

@@ -506,10 +506,9 @@ impl Run {
     }
 
     /// Waits until every slot has finished, restarting those whose transfer failed after a
-    /// pause; then reports. `interruptible` (a writer of the `lst` file): a signal stops the
-    /// run (`EINTR`, once its slots have ended: they use the module's code); otherwise (a
-    /// work item) the run ends by itself or by [`Run::stop`].
-    pub(crate) fn wait(self: &Arc<Self>, interruptible: bool) -> Result<KBox<Report>> {
+    /// pause; then reports. Called by a work item (the node's test, a console's): no signal
+    /// comes to it, and the run ends by itself or by [`Run::stop`].
+    pub(crate) fn wait(self: &Arc<Self>) -> Result<KBox<Report>> {
         let me: Arc<dyn Client> = self.clone();
         let started = self.workers.load(Relaxed);
         let mut sh = self.shared.lock();
@@ -548,26 +547,11 @@ impl Run {
                     break;
                 }
             }
-            if !interruptible {
-                // A worker (a console's test): no signal comes to it. An interruptible
-                // sleep, as long as the run, is not a hung task; a second at a time.
-                let _ = self
-                    .cv
-                    .wait_interruptible_timeout(&mut sh, kernel::time::msecs_to_jiffies(1000));
-            } else if self.cv.wait_interruptible(&mut sh) {
-                // Interrupted: the slots stop after their current transfer; wait for them.
-                self.stop.store(1, Relaxed);
-                while sh.finished < started {
-                    while let Some((_, region)) = sh.paused.pop() {
-                        drop(region);
-                        sh.finished += 1;
-                    }
-                    if sh.finished < started {
-                        self.cv.wait(&mut sh);
-                    }
-                }
-                return Err(EINTR);
-            }
+            // An interruptible sleep, as long as the run, is not a hung task; a second at a
+            // time (no signal comes to a work item).
+            let _ = self
+                .cv
+                .wait_interruptible_timeout(&mut sh, kernel::time::msecs_to_jiffies(1000));
         }
         self.report(&sh, started)
     }

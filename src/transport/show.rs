@@ -80,10 +80,13 @@ impl Iface {
         for c in conns.iter() {
             snaps.push(c.snapshot(), GFP_KERNEL)?;
         }
+        // A statement of its own: the spinlock's guard must not live on while the snapshot
+        // below takes the shares' mutex.
+        let closed_by = *self.closed_by.lock();
         Ok(IfaceSnap {
             #[cfg(fastreg_test)]
             fuzz: self.fuzz_snapshot(),
-            closed_by: *self.closed_by.lock(),
+            closed_by,
             res: self.res.clone(),
             addr: self.addr,
             tun: self.tun,
