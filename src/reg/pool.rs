@@ -13,6 +13,12 @@
 //!
 //! The pool's lock is a spinlock, taken by completion handlers: MRs are allocated with it
 //! released, and MRs that go are deregistered by [`Pool::reap`] in process context.
+//!
+//! This file holds the pool, its MRs allocated, taken and released when idle; [`line`] has
+//! the line of connections waiting for MRs, and [`returns`] the MRs that come back or go.
+
+mod line;
+mod returns;
 
 use kernel::{
     alloc::kvec::PushError,
@@ -68,11 +74,6 @@ const LINE_ROOM: usize = 16;
 /// [`Pool::try_get`] without `grow`: MRs must be allocated (or room made in the line)
 /// first, where that may be done.
 pub(crate) const GROW: Error = ENOSPC;
-
-/// Whether `a` and `b` are the same waiter.
-fn same(a: &Arc<dyn Waiter>, b: &Arc<dyn Waiter>) -> bool {
-    core::ptr::eq(Arc::as_ptr(a).cast::<()>(), Arc::as_ptr(b).cast::<()>())
-}
 
 /// Pool sizing.
 #[derive(Clone, Copy, Debug)]
@@ -470,111 +471,9 @@ impl Pool {
         Ok(changed)
     }
 
-    /// Makes room in the line for one more connection, with the lock released (where it
-    /// may allocate). Returns whether it did (there was none).
-    fn line_room(&self) -> Result<bool> {
-        let want = {
-            let inner = self.inner.lock();
-            if inner.line.len() < inner.line.capacity() {
-                return Ok(false);
-            }
-            inner.line.len() * 2 + 4
-        };
-        let mut line = KVec::with_capacity(want, GFP_KERNEL)?;
-        swap_bigger(&mut self.inner.lock().line, &mut line);
-        Ok(true)
-    }
-
-    /// [`Pool::get_leaving`] for a transfer advanced by events: when the MRs cannot be had
-    /// now, or others wait for them first, `me` joins the line (once) and this returns
-    /// `EAGAIN`; `me` is told when MRs come back and it is first. Its place is kept until
-    /// it takes MRs or [`Pool::leave`]s. Without `grow` (a completion handler) it
-    /// allocates nothing: when its turn needs MRs allocated, or the line needs room, it
-    /// returns [`GROW`], keeping its place, for the caller to try again where it may
-    /// allocate.
-    pub(crate) fn try_get(
-        &self,
-        n: u32,
-        reserve: u32,
-        out: &mut KVec<FrMr<Free>>,
-        me: &Arc<dyn Waiter>,
-        grow: bool,
-    ) -> Result {
-        self.can_ever(n, reserve)?;
-        if grow {
-            let _ = self.line_room()?;
-        }
-        {
-            let mut inner = self.inner.lock();
-            self.shrink(&mut inner);
-            let pos = inner.line.iter().position(|w| same(w, me));
-            let turn = pos.is_none_or(|p| p == 0) && (pos.is_some() || inner.line.is_empty());
-            let room = inner.free.len() as u32 + self.cfg.max.saturating_sub(inner.live);
-            if !turn || room < n.saturating_add(reserve) {
-                if pos.is_none() {
-                    if inner.line.push_within_capacity(me.clone()).is_err() {
-                        return Err(GROW);
-                    }
-                    inc(&self.counters.waits, 1);
-                    self.trace("wait", n, inner.live);
-                }
-                return Err(EAGAIN);
-            }
-            if !grow && (inner.free.len() as u32) < n {
-                return Err(GROW);
-            }
-            if !grow && out.capacity() - out.len() < n as usize {
-                return Err(GROW);
-            }
-            if let Some(p) = pos {
-                let _ = inner.line.remove(p);
-            }
-        }
-        let r = if grow {
-            self.get_leaving(n, reserve, out)
-        } else {
-            // Room in `out` was checked above.
-            self.take_leaving(n, reserve, out, false)
-        };
-        if r == Err(EAGAIN) || r == Err(GROW) {
-            // A taker that does not wait (serving) came first: first in line again.
-            let mut inner = self.inner.lock();
-            if inner.line.insert_within_capacity(0, me.clone()).is_err() {
-                return Err(GROW);
-            }
-            return r;
-        }
-        self.wake_line();
-        r
-    }
-
-    /// `me` no longer waits for MRs: out of the line (the next one is told).
-    // Not inlined: its call through `dyn Waiter` stays in a frame of the pool's, which
-    // `scripts/stack-depth.py` resolves to the waiters' methods.
-    #[inline(never)]
-    pub(crate) fn leave(&self, me: &Arc<dyn Waiter>) {
-        let mut inner = self.inner.lock();
-        let Some(p) = inner.line.iter().position(|w| same(w, me)) else {
-            return;
-        };
-        let _ = inner.line.remove(p);
-        drop(inner);
-        if p == 0 {
-            self.wake_line();
-        }
-    }
-
     /// Counts a transfer that gave up waiting for MRs.
     pub(crate) fn timed_out(&self) {
         inc(&self.counters.timeouts, 1);
-    }
-
-    /// Tells the first connection in line that MRs came back.
-    fn wake_line(&self) {
-        let first = self.inner.lock().line.first().cloned();
-        if let Some(w) = first {
-            w.mrs_back();
-        }
     }
 
     /// Refuses (`EMSGSIZE`, with a log line) a take of `n` MRs leaving `reserve` that the
@@ -640,54 +539,5 @@ impl Pool {
             inc(&self.counters.remote_invalidations, 1);
         }
         r
-    }
-
-    /// Takes back an MR whose key is dead.
-    pub(crate) fn put(&self, mr: FrMr<Invalidated>) {
-        let mut inner = self.inner.lock();
-        inner.keep(mr.recycle(), Instant::now());
-        self.shrink(&mut inner);
-        let first = inner.line.first().cloned();
-        drop(inner);
-        if let Some(w) = first {
-            w.mrs_back();
-        }
-    }
-
-    /// Gives back a free MR that was not used (the transfer failed before mapping it).
-    pub(crate) fn put_free(&self, mr: FrMr<Free>) {
-        self.inner.lock().keep(mr, Instant::now());
-        self.wake_line();
-    }
-
-    /// Destroys an MR whose state is unknown (a work request on it failed): it is never
-    /// reused. Its handle goes to the dead list, dropped by [`Pool::reap`]; it is
-    /// deregistered when that and the last work request chain naming it are gone.
-    pub(crate) fn destroy(&self, mr: Mr) {
-        self.inner.lock().bury(mr);
-        inc(&self.counters.errors, 1);
-    }
-
-    /// Deregisters the MRs that went (destroyed, or idle beyond `pool_size`), one at a
-    /// time with the lock released, then tells the first connection in line if any went.
-    /// In process context, where sleeping is allowed: never from a completion handler.
-    pub(crate) fn reap(&self) {
-        let mut gone = 0;
-        loop {
-            let Some(mr) = self.inner.lock().dead.pop() else {
-                break;
-            };
-            // Dropping the handle takes it off the live count (and deregisters the MR
-            // unless a chain in flight still names it).
-            drop(mr);
-            gone += 1;
-        }
-        if gone > 0 {
-            if trace::pool_on() {
-                let live = self.inner.lock().live;
-                self.trace("dereg", gone, live);
-            }
-            self.wake_line();
-        }
     }
 }

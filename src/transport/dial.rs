@@ -28,30 +28,6 @@ use crate::rules::dial_state::{
     Phase, //
 };
 
-/// A transfer waiting for its peer's connection.
-pub(super) struct Pending {
-    peer: SockAddr,
-    req: Request,
-    region: Option<Region>,
-    timeout_ms: u32,
-    client: Arc<dyn Client>,
-    token: usize,
-    start: Instant<Monotonic>,
-}
-
-impl Pending {
-    /// Reports the transfer with `e`.
-    fn fail(self, e: Error) {
-        let o = Outcome {
-            region: self.region,
-            result: Err(e),
-            usecs: self.start.elapsed().as_micros_ceil() as u64,
-            reply: None,
-        };
-        self.client.done(&self.client, self.token, o);
-    }
-}
-
 /// Connecting to one peer.
 pub(super) struct PeerDial {
     pub(super) peer: SockAddr,
@@ -61,10 +37,10 @@ pub(super) struct PeerDial {
     /// The round's connection: this side's attempt, or one the peer is making to it.
     pub(super) conn: Option<Arc<Conn>>,
     /// Someone wants the peer and the dial work has not seen it yet.
-    want: bool,
+    pub(super) want: bool,
     /// Runs ended, and how the last one did (for synchronous callers).
-    runs: u64,
-    last: Result,
+    pub(super) runs: u64,
+    pub(super) last: Result,
     /// The incarnation of the peer's interface, as its listener said (in an accept or a
     /// reject of this side's request; 0: not heard yet). A connection the peer made to
     /// this side serves this side's transfers only if it claims that incarnation: the
@@ -120,7 +96,11 @@ impl Iface {
     }
 
     /// The dial of `peer`, created if needed; `EBUSY` past [`Iface::max_dials`].
-    fn dial_of<'a>(&self, st: &'a mut IfaceState, peer: SockAddr) -> Result<&'a mut PeerDial> {
+    pub(super) fn dial_of<'a>(
+        &self,
+        st: &'a mut IfaceState,
+        peer: SockAddr,
+    ) -> Result<&'a mut PeerDial> {
         let i = match st.dials.iter().position(|d| d.peer == peer) {
             Some(i) => i,
             None if st.dials.len() >= self.max_dials() => {
@@ -151,100 +131,6 @@ impl Iface {
             }
         };
         Ok(&mut st.dials[i])
-    }
-
-    /// Submits `req` to `peer` (see [`crate::api::submit`]): on the established connection
-    /// if there is one, otherwise queued on the peer until it is connected.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn submit(
-        self: &Arc<Self>,
-        peer: SockAddr,
-        req: Request,
-        region: Option<Region>,
-        timeout_ms: u32,
-        client: Arc<dyn Client>,
-        token: usize,
-    ) -> Result {
-        let region = match self.established(peer)? {
-            Some(conn) => {
-                match conn.submit(
-                    req.clone(),
-                    region,
-                    timeout_ms,
-                    client.clone(),
-                    token,
-                    false,
-                ) {
-                    Ok(()) => return Ok(()),
-                    // The connection failed meanwhile: connect again, below.
-                    Err((_, region)) => region,
-                }
-            }
-            None => region,
-        };
-        let p = Pending {
-            peer,
-            req,
-            region,
-            timeout_ms,
-            client,
-            token,
-            start: Instant::now(),
-        };
-        {
-            let mut st = self.st.lock();
-            if st.closed {
-                return Err(ENODEV);
-            }
-            // Room first: a transfer is queued only on a peer that is dialled.
-            st.pending.reserve(1, GFP_KERNEL)?;
-            self.dial_of(&mut st, peer)?.want = true;
-            // Within the capacity reserved above.
-            let _ = st.pending.push(p, GFP_NOWAIT);
-        }
-        self.kick_dials(None);
-        Ok(())
-    }
-
-    /// The established connection to `peer`, connecting (and negotiating) if needed, for
-    /// callers that may sleep (the control commands). Waits for the peer's run to end; a
-    /// signal ends the wait.
-    ///
-    /// After a failed run, runs within the backoff ([`conn_state::backoff_ms`] of the
-    /// consecutive failures) fail at once with the same error, so callers that retry in a
-    /// loop do not hammer an unreachable peer.
-    #[cfg(fastreg_test)]
-    pub(crate) fn connect(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
-        let runs = {
-            let mut st = self.st.lock();
-            if let Some(c) = Self::established_in(&st, peer)? {
-                return Ok(c);
-            }
-            let d = self.dial_of(&mut st, peer)?;
-            d.want = true;
-            d.runs
-        };
-        self.kick_dials(None);
-        let mut st = self.st.lock();
-        loop {
-            if let Some(c) = Self::established_in(&st, peer)? {
-                return Ok(c);
-            }
-            match st.dials.iter().find(|d| d.peer == peer) {
-                Some(d) if d.runs != runs => {
-                    // Connected, and already down again: as refused.
-                    d.last?;
-                    return Err(refused());
-                }
-                Some(_) => {}
-                None if st.closed => return Err(ENODEV),
-                // Its run ended, and its connection too, and the dial was forgotten.
-                None => return Err(refused()),
-            }
-            if self.connected.wait_interruptible(&mut st) {
-                return Err(ERESTARTSYS);
-            }
-        }
     }
 
     /// The dial work: advances every peer's run (see the file's documentation).
@@ -574,62 +460,6 @@ impl Iface {
                 up
             }
         })
-    }
-
-    /// A run to `peer` ended with `r`: the transfers waiting on the peer are submitted on
-    /// the connection, or reported with the error. Only those that waited when it ended:
-    /// a client that submits again from its callback is not looped on.
-    fn release(&self, peer: SockAddr, r: Result<Arc<Conn>>) {
-        let n = self
-            .st
-            .lock()
-            .pending
-            .iter()
-            .filter(|p| p.peer == peer)
-            .count();
-        for _ in 0..n {
-            let mut p = {
-                let mut st = self.st.lock();
-                let Some(i) = st.pending.iter().position(|p| p.peer == peer) else {
-                    break;
-                };
-                match st.pending.remove(i) {
-                    Ok(p) => p,
-                    Err(_) => break,
-                }
-            };
-            let conn = match &r {
-                Ok(c) => c,
-                Err(e) => {
-                    p.fail(*e);
-                    continue;
-                }
-            };
-            let submitted = conn.submit(
-                p.req.clone(),
-                p.region.take(),
-                p.timeout_ms,
-                p.client.clone(),
-                p.token,
-                false,
-            );
-            if let Err((e, region)) = submitted {
-                p.region = region;
-                p.fail(e);
-            }
-        }
-    }
-
-    /// At shutdown: every transfer waiting on a peer fails, synchronous callers are
-    /// woken, and the dial work is not armed any more.
-    pub(super) fn stop_dials(&self, pending: KVec<Pending>) {
-        for p in pending {
-            p.fail(ENODEV);
-        }
-        self.connected.notify_all();
-        // A run in progress finishes first, and the next one sees the interface closed.
-        drop(self.dialer.lock());
-        verbs::cancel_delayed_sync::<_, 1>(self); // `dial_later`
     }
 }
 

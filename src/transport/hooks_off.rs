@@ -74,12 +74,14 @@ impl Iface {
 }
 
 /// No corruption is ever armed.
-pub(super) type Mangling = ();
+pub(super) struct Mangling;
 
 impl Conn {
     /// Nothing to corrupt.
     #[inline(always)]
-    pub(super) fn take_mangle(_st: &mut ConnState, _local: bool) -> Mangling {}
+    pub(super) fn take_mangle(_st: &mut ConnState, _local: bool) -> Mangling {
+        Mangling
+    }
 
     /// Sends no second DONE.
     #[inline(always)]

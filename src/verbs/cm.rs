@@ -9,6 +9,14 @@
 //! running event handlers), free the CQs. rdma_cm events are delivered to `T`, the
 //! endpoint's context, through [`CmHandler`]. Owners call [`Endpoint::close`] before
 //! dropping their reference, so the last reference is never dropped from a completion.
+//!
+//! This file holds the endpoint, its creation, its QP, its event handler and its
+//! teardown; [`connect`] has the active side, [`accept`] the passive side (listening,
+//! connection requests) and [`post`] the work requests posted on the QP.
+
+mod accept;
+mod connect;
+mod post;
 
 use core::ptr::NonNull;
 
@@ -303,64 +311,6 @@ impl<T: CmHandler> Endpoint<T> {
         }
     }
 
-    /// Binds to `addr` and listens for connection requests.
-    pub(crate) fn listen(&self, addr: SockAddr, backlog: i32) -> Result {
-        let mut sa = addr.raw();
-        // SAFETY: The id is valid; `sa` is a valid `sockaddr_in` for the call.
-        to_result(unsafe { ib::rdma_bind_addr(self.id.as_ptr(), (&raw mut sa).cast()) })?;
-        // SAFETY: The id is valid and bound.
-        to_result(unsafe { ib::rdma_listen(self.id.as_ptr(), backlog) })
-    }
-
-    /// Starts resolving `dst` from the address the id is bound to
-    /// ([`Endpoint::bind_privileged`]); [`CmEvent::AddrResolved`] or [`CmEvent::Failed`]
-    /// follows.
-    pub(crate) fn resolve_addr(&self, dst: SockAddr, timeout_ms: u16) -> Result {
-        let sa = dst.raw();
-        // SAFETY: The id is valid; `sa` is a valid `sockaddr_in` for the call, and a null
-        // source makes rdma_cm use the bound one.
-        to_result(unsafe {
-            ib::rdma_resolve_addr(
-                self.id.as_ptr(),
-                core::ptr::null_mut(),
-                (&raw const sa).cast(),
-                timeout_ms.into(),
-            )
-        })
-    }
-
-    /// Binds the id to `src`'s address on the highest free privileged port (1023 down to 1,
-    /// skipping those in use, as o2iblnd's `kiblnd_resolve_addr` does), before
-    /// [`Endpoint::resolve_addr`]: its requests then come from a port that
-    /// only the kernel or a process with `CAP_NET_BIND_SERVICE` can bind (rdma_cm checks it
-    /// in `cma_get_port`), which is what a peer requiring privileged ports checks. Returns
-    /// the port; `EADDRINUSE` when every privileged port is taken on that address.
-    pub(crate) fn bind_privileged(&self, src: SockAddr) -> Result<u16> {
-        let in_use = |e: Error| {
-            let n = e.to_errno();
-            n == -(bindings::EADDRINUSE as i32) || n == -(bindings::EADDRNOTAVAIL as i32)
-        };
-        for port in (1..PRIVILEGED_PORTS).rev() {
-            let mut sa = SockAddr { port, ..src }.raw();
-            // SAFETY: The id is valid and not yet bound (a failed bind leaves it unbound);
-            // `sa` is a valid `sockaddr_in` for the call.
-            let r =
-                to_result(unsafe { ib::rdma_bind_addr(self.id.as_ptr(), (&raw mut sa).cast()) });
-            match r {
-                Ok(()) => return Ok(port),
-                Err(e) if in_use(e) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Error::from_errno(-(bindings::EADDRINUSE as i32)))
-    }
-
-    /// Starts resolving the route; [`CmEvent::RouteResolved`] or [`CmEvent::Failed`] follows.
-    pub(crate) fn resolve_route(&self, timeout_ms: u16) -> Result {
-        // SAFETY: The id is valid.
-        to_result(unsafe { ib::rdma_resolve_route(self.id.as_ptr(), timeout_ms.into()) })
-    }
-
     /// Creates the QP (RC, signalled on request) and its CQs, once.
     pub(crate) fn create_qp(&self, pd: &Arc<Pd>, caps: QpCaps) -> Result {
         let device = self.device().ok_or(ENODEV)?;
@@ -425,46 +375,6 @@ impl<T: CmHandler> Endpoint<T> {
         self.qp.as_ref().map(|p| p.caps)
     }
 
-    /// Connects from outside the id's handler (after [`CmEvent::RouteResolved`]):
-    /// `rdma_connect` takes the handler's lock itself, so events for this id wait for it,
-    /// and rdma_cm's workqueue, where handlers run, is not held while a device connects
-    /// (siw's connect is a blocking TCP connect).
-    ///
-    /// Fails with `EDEADLK` from this id's handler, `EBUSY` while another connect runs,
-    /// and `ENOTCONN` once the endpoint is closed. A [`Endpoint::disconnect`] meanwhile is
-    /// done when `rdma_connect` returns, and [`Endpoint::close`] waits for it.
-    pub(crate) fn connect(&self, param: &ConnParam<'_>) -> Result {
-        if self.handler_task.load(Relaxed) == Task::current_raw() as usize {
-            return Err(Error::from_errno(-(bindings::EDEADLK as i32)));
-        }
-        let mut p = raw_param(param)?;
-        {
-            let mut c = self.connecting.lock();
-            if c.closed {
-                return Err(Error::from_errno(-(bindings::ENOTCONN as i32)));
-            }
-            if c.running {
-                return Err(EBUSY);
-            }
-            c.running = true;
-        }
-        // SAFETY: The id is valid (the endpoint is alive for `&self`); `p` with its private
-        // data is valid for the call; not in this id's handler (checked above: its task is
-        // recorded while it runs), and no disconnect or close runs meanwhile (`running`).
-        let r = to_result(unsafe { ib::fastreg_rdma_connect(self.id.as_ptr(), &mut p) })
-            .inspect_err(|e| limited!(pr_err, "rdma_connect failed ({:?})\n", e));
-        let mut c = self.connecting.lock();
-        c.running = false;
-        if core::mem::take(&mut c.disconnect) {
-            // SAFETY: The id is valid; disconnecting an unconnected id only returns an
-            // error; no connect runs (`running` is clear, under the lock).
-            unsafe { ib::rdma_disconnect(self.id.as_ptr()) };
-        }
-        drop(c);
-        self.connect_over.notify_all();
-        r
-    }
-
     /// The QP's number (0 before it exists), for the tracepoints.
     pub(crate) fn qp_num(&self) -> u32 {
         let Some(p) = self.qp.as_ref() else {
@@ -472,167 +382,6 @@ impl<T: CmHandler> Endpoint<T> {
         };
         // SAFETY: The QP is valid while `self` lives.
         unsafe { (*p.qp.as_ptr()).qp_num }
-    }
-
-    /// Work requests posted on the send queue since the QP was created.
-    pub(crate) fn posted_wrs(&self) -> u64 {
-        self.sq.posted()
-    }
-
-    /// Room in the send queue for work requests now.
-    pub(crate) fn sq_room(&self) -> u32 {
-        self.sq.room()
-    }
-
-    /// Posts `chain`; `done` receives its completion, with the chain, once.
-    ///
-    /// Waits up to `wait_ms` for room in the send queue. On failure the chain is
-    /// handed back (except when the device took part of it: then it is kept until the QP
-    /// is drained, and the connection fails).
-    // The chain is handed back by value on failure so its storage is reused: no allocation.
-    #[expect(clippy::result_large_err)]
-    pub(crate) fn post<H: Handler>(
-        &self,
-        mut chain: SendChain,
-        done: &Arc<Completion<H>>,
-        wait_ms: Msecs,
-    ) -> Result<(), (PostError, Option<SendChain>)> {
-        let parts = match self.qp.as_ref() {
-            Some(p) => p,
-            None => return Err((PostError::Closed, Some(chain))),
-        };
-        let n = chain.len() as u32;
-        if n == 0 {
-            return Err((PostError::Device(EINVAL.to_errno()), Some(chain)));
-        }
-        if let Err(e) = self.sq.admit(n, wait_ms) {
-            return Err((e, Some(chain)));
-        }
-        chain.draw_fault();
-        chain.trace(self.qp_num());
-        let first = chain.link(done.cqe_ptr(), self.sq.err_cqe(), parts.signal_writes);
-        let cqe = match Completion::arm(done, chain, self.serial) {
-            Ok(cqe) => cqe,
-            Err(chain) => {
-                self.sq.refused(n);
-                return Err((PostError::Device(EBUSY.to_errno()), Some(chain)));
-            }
-        };
-        let mut bad: *const ib::ib_send_wr = core::ptr::null();
-        // SAFETY: The QP is valid while `self` lives; the chain's work requests were just
-        // linked and live in the armed chain until its completion.
-        let ret = unsafe { ib::fastreg_ib_post_send(parts.qp.as_ptr(), first, &mut bad) };
-        if ret == 0 {
-            return Ok(());
-        }
-        // SAFETY: `cqe` came from `arm` above and its work request was not posted (the
-        // signalled one is last, and posting stops at the first failure).
-        let chain = unsafe { Completion::<H>::disarm(cqe) };
-        if bad.cast_mut() == first {
-            limited!(
-                pr_err,
-                "ib_post_send refused a chain of {} work requests whole ({}): nothing posted\n",
-                n,
-                ret
-            );
-            self.sq.refused(n);
-            Err((PostError::Device(ret), Some(chain)))
-        } else {
-            // Part of the chain may be on the send queue: keep it until the QP is drained.
-            if bad.is_null() {
-                // Out of the verbs' contract, but what `fail_function` does (the helper is
-                // not run at all): assumed partly posted, which is always safe.
-                pr_err!(
-                    "ib_post_send failed ({}) without naming where it stopped; failing the \
-                     connection\n",
-                    ret
-                );
-            } else {
-                pr_err!(
-                    "ib_post_send accepted part of a chain ({}); failing the connection\n",
-                    ret
-                );
-            }
-            // No completion comes for the part posted (its signaled last request was
-            // not): its room is not waited for after the drain. Closed first, so that no
-            // waiter for room gets in between.
-            self.sq.close();
-            self.sq.release(n);
-            self.orphan(chain);
-            Err((PostError::Device(ret), None))
-        }
-    }
-
-    /// Refuses further posts (a failed connection, until it is disconnected); never sleeps.
-    pub(crate) fn refuse_posts(&self) {
-        self.sq.close();
-    }
-
-    /// Disconnects: the QP moves to the error state and posted work requests flush.
-    ///
-    /// Process context. It may sleep: on iWARP, `iw_cm_disconnect` first waits for a
-    /// connect or accept downcall in progress, which ends only after this id's handler
-    /// has run for its answer. So before the connection is established, call it only
-    /// with no lock held that the handler takes.
-    pub(crate) fn disconnect(&self) {
-        self.sq.close();
-        let mut c = self.connecting.lock();
-        if c.running {
-            // Done by `connect` when it returns.
-            c.disconnect = true;
-            return;
-        }
-        // SAFETY: The id is valid; disconnecting twice only returns an error; no connect
-        // runs (`running` is clear, and the lock keeps one from starting).
-        unsafe { ib::rdma_disconnect(self.id.as_ptr()) };
-    }
-
-    /// Posts a receive of up to `buf.len()` bytes into `buf`; `done` receives its
-    /// completion once.
-    pub(crate) fn post_recv<H: Handler>(
-        &self,
-        buf: &Arc<MsgBuf>,
-        done: &Arc<Completion<H>>,
-    ) -> Result {
-        let parts = self.qp.as_ref().ok_or(EINVAL)?;
-        let mut chain = SendChain::empty();
-        chain.hold_recv(buf);
-        chain.draw_fault();
-        let mut sge = buf.sge(buf.len() as u32);
-        let cqe = Completion::arm(done, chain, self.serial).map_err(|_| EBUSY)?;
-        let mut wr = ib::ib_recv_wr {
-            sg_list: &mut sge,
-            num_sge: 1,
-            ..Default::default()
-        };
-        // SAFETY: The union member for kernel ULPs is `wr_cqe`.
-        unsafe { *wr.__bindgen_anon_1.wr_cqe.as_mut() = cqe };
-        let mut bad: *const ib::ib_recv_wr = core::ptr::null();
-        // Counted before the post: its completion may run before this returns.
-        self.sq.recv_posted();
-        // SAFETY: The QP is valid; the work request and its entry are valid for the call
-        // (providers copy them); `buf` is held by the armed completion until it completes.
-        let ret = unsafe { ib::fastreg_ib_post_recv(parts.qp.as_ptr(), &wr, &mut bad) };
-        if ret != 0 {
-            self.sq.recv_done();
-            // SAFETY: `cqe` came from `arm` and was not posted.
-            drop(unsafe { Completion::<H>::disarm(cqe) });
-            return Err(Error::from_errno(ret));
-        }
-        Ok(())
-    }
-
-    fn orphan(&self, chain: SendChain) {
-        // The work requests were posted: the MRs they name must outlive them, so the chain
-        // is kept until the drain. Without memory to keep it, its references are leaked
-        // rather than risk a use after free (the MRs then stay allocated). Called with the
-        // connection's lock held: no sleeping allocation.
-        if let Err(e) = self.orphans.lock().push(chain, GFP_ATOMIC) {
-            pr_err!(
-                "cannot keep a partly posted chain ({:?}): leaking its MRs\n",
-                e
-            );
-        }
     }
 
     /// Disconnects, refuses further posts, and drains the QP: when this returns, every
@@ -832,81 +581,4 @@ pub(crate) struct ConnRequest<'a, T: CmHandler> {
     id: *mut ib::rdma_cm_id,
     private: &'a [u8],
     _t: core::marker::PhantomData<T>,
-}
-
-impl<T: CmHandler> ConnRequest<'_, T> {
-    /// The requester's address.
-    pub(crate) fn peer(&self) -> Option<SockAddr> {
-        // SAFETY: The id is valid during the handler; rdma_cm filled its route addresses.
-        SockAddr::from_storage(unsafe { &(*self.id).route.addr.dst_addr })
-    }
-
-    /// The requester's private data.
-    pub(crate) fn private(&self) -> &[u8] {
-        self.private
-    }
-
-    /// Rejects with `private` data (for example the reason and local limits); the caller
-    /// then returns an error from its handler, and rdma_cm destroys the new id.
-    pub(crate) fn reject(self, private: &[u8]) -> Result {
-        let len = u8::try_from(private.len()).map_err(|_| EMSGSIZE)?;
-        // SAFETY: The id is the request's, valid during the handler; the data is valid for
-        // the call.
-        to_result(unsafe {
-            ib::rdma_reject(
-                self.id,
-                private.as_ptr().cast(),
-                len,
-                ib::ib_cm_rej_reason_IB_CM_REJ_CONSUMER_DEFINED as u8,
-            )
-        })
-    }
-
-    /// Accepts: a new endpoint with context `ctx` and a QP of `caps` on `pd`; `setup` runs
-    /// once the QP exists (to post receives), then the accept is sent with `param`. On
-    /// error nothing is left and the request is refused.
-    pub(crate) fn accept(
-        self,
-        ctx: T,
-        pd: &Arc<Pd>,
-        caps: QpCaps,
-        param: &ConnParam<'_>,
-        setup: impl FnOnce(&Arc<Endpoint<T>>) -> Result,
-    ) -> Result<Arc<Endpoint<T>>> {
-        let id = NonNull::new(self.id).ok_or(EINVAL)?;
-        // INVARIANT: the new id's context is set to the new endpoint below, before any event
-        // can reach it (events for it are serialised behind this handler). Until the accept
-        // succeeds the endpoint does not own the id: on failure rdma_cm destroys it.
-        let ep = Arc::pin_init(
-            try_pin_init!(Endpoint {
-                id,
-                serial: SERIAL.fetch_add(1, Relaxed),
-                owns_id: Atomic::new(false),
-                drained: Atomic::new(false),
-                qp: SetOnce::new(),
-                sq <- SendQueue::new(0),
-                orphans <- crate::verbs::new_bh_spinlock!(KVec::new(), "fastreg::Endpoint::orphans"),
-                handler_task: Atomic::new(0),
-                connecting <- kernel::new_mutex!(
-                    Connecting::default(),
-                    "fastreg::Endpoint::connecting"
-                ),
-                connect_over <- kernel::new_condvar!("fastreg::Endpoint::connect_over"),
-                ctx,
-            }),
-            GFP_KERNEL,
-        )?;
-        // SAFETY: `id` is the new id of the request, owned by this handler invocation.
-        unsafe {
-            (*id.as_ptr()).context = core::ptr::from_ref::<Endpoint<T>>(&ep).cast_mut().cast()
-        };
-        ep.create_qp(pd, caps)?;
-        setup(&ep)?;
-        let mut p = raw_param(param)?;
-        // SAFETY: The id is valid and its handler lock is held (we are in its handler).
-        to_result(unsafe { ib::fastreg_rdma_accept(id.as_ptr(), &mut p) })
-            .inspect_err(|e| limited!(pr_err, "rdma_accept failed ({:?})\n", e))?;
-        ep.owns_id.store(true, Relaxed);
-        Ok(ep)
-    }
 }
