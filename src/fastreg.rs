@@ -174,10 +174,7 @@ impl kernel::Module for FastregModule {
             console,
             params,
             local: Arc::pin_init(selftest::local::Local::new(), GFP_KERNEL)?,
-            held: Arc::pin_init(
-                kernel::new_mutex!(KVec::new(), "fastreg::ctl::Node::held"),
-                GFP_KERNEL,
-            )?,
+            held: Arc::pin_init(wait::Turn::new(KVec::new()), GFP_KERNEL)?,
         };
         let report = ctl::report::Report::new(&node)?;
         let tick = TickGuard(verbs::Ticker::start(

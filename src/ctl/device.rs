@@ -230,7 +230,10 @@ fn answer(me: &OpenFile, req: &ctldev::Request<'_>) -> Result<KVec<u8>> {
             stat(&me.node, &mut out)?;
             (Ok(()), me.node.local.state())
         }
-        Op::Console => (console(me, req.body, &mut out), me.node.local.state()),
+        Op::Console => match console(me, req.body, &mut out) {
+            Err(e) if e == EINTR => return Err(EINTR),
+            r => (r, me.node.local.state()),
+        },
     };
     let Text(mut bytes) = out;
     let len = u32::try_from(bytes.len() - REPLY_HEAD_LEN).map_err(|_| ENOMEM)?;
@@ -306,8 +309,8 @@ fn stat(node: &Node, out: &mut Text) -> Result {
     r.map_err(|_| ENOMEM)
 }
 
-/// CONSOLE: a request to other nodes, one at a time on the node (`EBUSY` while another
-/// file's is under way: its answers can take minutes, which nobody waits for uninterruptibly).
+/// CONSOLE: a request to other nodes, one at a time on the node: a request waits for the
+/// one under way, interruptibly (`EINTR`: its answers can take minutes).
 fn console(me: &OpenFile, body: &str, out: &mut Text) -> Result {
     let cmd = match ConsoleCmd::parse(body) {
         Ok(c) => c,
@@ -322,10 +325,7 @@ fn console(me: &OpenFile, body: &str, out: &mut Text) -> Result {
             return Err(EINVAL);
         }
     };
-    let Some(mut held) = me.node.held.try_lock() else {
-        let _ = write(out, format_args!("another console request is under way\n"));
-        return Err(EBUSY);
-    };
+    let mut held = me.node.held.take()?;
     let answers = ask::ask(&me.node.ifaces, &cmd, me.node.console.key(), &mut held)?;
     answers.write(out).map_err(|_| ENOMEM)
 }

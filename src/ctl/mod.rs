@@ -10,10 +10,7 @@
 
 use kernel::{
     prelude::*,
-    sync::{
-        Arc,
-        Mutex, //
-    },
+    sync::Arc, //
 };
 
 use crate::{
@@ -26,6 +23,7 @@ use crate::{
     },
     transport::Ifaces,
     verbs,
+    wait::Turn,
 };
 
 pub(crate) mod configfs;
@@ -48,8 +46,8 @@ pub(crate) struct Node {
     pub(crate) params: Params,
     pub(crate) local: Arc<Local>,
     /// The sessions this node's console holds on nodes (one console command at a time:
-    /// each holds the lock for its duration).
-    pub(crate) held: Arc<Mutex<KVec<ask::Held>>>,
+    /// each holds the turn for its duration, the others wait for theirs interruptibly).
+    pub(crate) held: Arc<Turn<KVec<ask::Held>>>,
 }
 
 impl Node {

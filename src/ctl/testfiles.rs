@@ -144,15 +144,8 @@ impl CtlFile {
                 (r, text)
             }
             command::Ctl::Ping { local, peer, count } => {
-                let Some(iface) = self.ifaces.find(local) else {
-                    return (
-                        Err(ENOENT),
-                        CString::try_from_fmt(fmt!("error no interface")),
-                    );
-                };
-                let to = verbs::SockAddr {
-                    ip: peer,
-                    port: iface.addr().port,
+                let Some((iface, to)) = self.route(local, peer) else {
+                    return no_interface();
                 };
                 let timeout_ms = p.timeout.saturating_mul(1000);
                 let r = iface.connect(to).and_then(|c| c.ping(count, timeout_ms));
@@ -178,15 +171,8 @@ impl CtlFile {
                 len,
                 count,
             } => {
-                let Some(iface) = self.ifaces.find(local) else {
-                    return (
-                        Err(ENOENT),
-                        CString::try_from_fmt(fmt!("error no interface")),
-                    );
-                };
-                let to = verbs::SockAddr {
-                    ip: peer,
-                    port: iface.addr().port,
+                let Some((iface, to)) = self.route(local, peer) else {
+                    return no_interface();
                 };
                 let timeout_ms = p.timeout.saturating_mul(1000);
                 let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
@@ -222,15 +208,8 @@ impl CtlFile {
                 }
             }
             command::Ctl::Fault { local, peer, what } => {
-                let Some(iface) = self.ifaces.find(local) else {
-                    return (
-                        Err(ENOENT),
-                        CString::try_from_fmt(fmt!("error no interface")),
-                    );
-                };
-                let to = verbs::SockAddr {
-                    ip: peer,
-                    port: iface.addr().port,
+                let Some((iface, to)) = self.route(local, peer) else {
+                    return no_interface();
                 };
                 let timeout_ms = p.timeout.saturating_mul(1000);
                 let r = iface.connect(to).and_then(|c| c.fault(what, timeout_ms));
@@ -298,16 +277,36 @@ impl CtlFile {
                 )
             }
             command::Ctl::Close { local, peer } => {
-                let r = self.ifaces.find(local).ok_or(ENOENT).and_then(|i| {
-                    let port = i.addr().port;
-                    i.close(verbs::SockAddr { ip: peer, port })
-                });
+                let r = self
+                    .route(local, peer)
+                    .ok_or(ENOENT)
+                    .and_then(|(i, to)| i.close(to));
                 let text =
                     CString::try_from_fmt(fmt!("{}", if r.is_ok() { "ok" } else { "error" }));
                 (r, text)
             }
         }
     }
+}
+
+impl CtlFile {
+    /// Interface `local`, and the address of `peer` on its port.
+    fn route(&self, local: [u8; 4], peer: [u8; 4]) -> Option<(Arc<Iface>, verbs::SockAddr)> {
+        let iface = self.ifaces.find(local)?;
+        let to = verbs::SockAddr {
+            ip: peer,
+            port: iface.addr().port,
+        };
+        Some((iface, to))
+    }
+}
+
+/// What a command naming no interface of this node answers.
+fn no_interface() -> (Result, Result<CString>) {
+    (
+        Err(ENOENT),
+        CString::try_from_fmt(fmt!("error no interface")),
+    )
 }
 
 /// What `iface add` and `iface del` answer for an interface made through configfs.
@@ -380,12 +379,9 @@ impl ConsoleFile {
         let mut buf = [0u8; 640];
         let cmd = read_command("console", reader, &mut buf, ConsoleCmd::parse)?;
         // Not under `last`: a reader does not wait for the nodes.
-        let r = ask::ask(
-            &self.node.ifaces,
-            &cmd,
-            self.node.console.key(),
-            &mut self.node.held.lock(),
-        );
+        let mut held = self.node.held.take()?;
+        let r = ask::ask(&self.node.ifaces, &cmd, self.node.console.key(), &mut held);
+        drop(held);
         let status = r.as_ref().map(|_| ()).map_err(|e| *e);
         *self.last.lock() = Some(r);
         status
