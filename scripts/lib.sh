@@ -33,6 +33,18 @@ export FASTREG_TEST=${FASTREG_TEST:-1}
 # loads it, test.sh looks at its symbols).
 PRODUCTION_KO=$FASTREG_TOP/build/ko/x86_64-production/fastreg.ko
 
+# kmake_build 1|0 ARGS...: scripts/kmake.sh ARGS for x86_64, the test build (1, in the tree)
+# or the production build (0, beside it in the directory of $PRODUCTION_KO).
+kmake_build() {
+	local build=$1
+	shift
+	if [ "$build" = 1 ]; then
+		FASTREG_TEST=1 "$FASTREG_TOP/scripts/kmake.sh" "$@"
+	else
+		FASTREG_TEST=0 FASTREG_OUT=$(dirname "$PRODUCTION_KO") "$FASTREG_TOP/scripts/kmake.sh" "$@"
+	fi
+}
+
 # Make variables for every kernel and module build.
 kmake_flags() {
 	printf '%s\n' "LLVM=$LLVM_SUFFIX" RUSTC=/usr/bin/rustc HOSTRUSTC=/usr/bin/rustc \

@@ -17,20 +17,17 @@ echo "rustfmt --check (${#rs[@]} files)"
 echo "clippy (module, kernel lints: the test build, then the production build)"
 # Findings in the generated bindings are silenced in src/verbs/ib.rs; anything else counts.
 for build in 1 0; do
-	if [ $build = 1 ]; then
-		out=$(FASTREG_TEST=1 scripts/kmake.sh CLIPPY=1 modules 2>&1)
-	else
-		out=$(FASTREG_TEST=0 FASTREG_OUT=$(dirname "$PRODUCTION_KO") scripts/kmake.sh CLIPPY=1 modules 2>&1)
-	fi
+	out=$(kmake_build $build CLIPPY=1 modules 2>&1)
 	rc=$?
 	if [ $rc -ne 0 ] || printf '%s\n' "$out" | grep -qE '^(warning|error)'; then
 		printf '%s\n' "$out"
 		bad=1
 	fi
 done
-# Rebuild without clippy so the .ko on disk is a normal (test) build.
-FASTREG_TEST=1 scripts/kmake.sh -s modules >/dev/null || bad=1
-FASTREG_TEST=0 FASTREG_OUT=$(dirname "$PRODUCTION_KO") scripts/kmake.sh -s modules >/dev/null || bad=1
+# Rebuild without clippy so the modules on disk are normal builds.
+for build in 1 0; do
+	kmake_build $build -s modules >/dev/null || bad=1
+done
 
 echo "unsafe only under src/verbs/"
 # Code above the verbs layer is safe Rust (Documentation/design.rst): a block, fn, impl or

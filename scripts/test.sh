@@ -76,7 +76,7 @@ done
 # tests/vm/18-device.sh runs on it.
 echo "==== production build (FASTREG_TEST=0, in ${PRODUCTION_KO#"$FASTREG_TOP"/})"
 t=$SECONDS
-if FASTREG_TEST=0 FASTREG_OUT=$(dirname "$PRODUCTION_KO") scripts/kmake.sh -s modules; then
+if kmake_build 0 -s modules; then
 	out=$(scripts/production-check.sh "$PRODUCTION_KO" fastreg.ko)
 	printf '%s\n' "$out"
 	p=$(printf '%s\n' "$out" | sed -nE 's/^production check: ([0-9]+) passed, ([0-9]+) failed$/\1/p')

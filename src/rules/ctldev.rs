@@ -170,6 +170,30 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+/// The fields a request's and a reply's heads share, checked in that order: `magic`, the
+/// version, the op. `b` holds at least a head.
+fn check_head(b: &[u8], magic: [u8; 4]) -> Result<Op, Refusal> {
+    if b[0..4] != magic {
+        return Err(Refusal::Magic);
+    }
+    let version = u16_at(b, 4);
+    if version != VERSION {
+        return Err(Refusal::Version(version));
+    }
+    let n = u16_at(b, 6);
+    Op::from_u16(n).ok_or(Refusal::UnknownOp(n))
+}
+
+/// Whether the `have` bytes after a head are exactly the body of `len` bytes it announces.
+fn check_body_len(have: usize, len: u32) -> Result<(), Refusal> {
+    // Compared as u64: no length read from the bytes is added to anything.
+    match (have as u64).cmp(&u64::from(len)) {
+        core::cmp::Ordering::Less => Err(Refusal::Truncated),
+        core::cmp::Ordering::Greater => Err(Refusal::Trailing),
+        core::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
 /// A request, read and checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Request<'a> {
@@ -187,30 +211,15 @@ pub(crate) fn parse(b: &[u8]) -> Result<Request<'_>, Refusal> {
     if b.len() < HEAD_LEN {
         return Err(Refusal::Truncated);
     }
-    if b[0..4] != REQUEST_MAGIC {
-        return Err(Refusal::Magic);
-    }
-    let version = u16_at(b, 4);
-    if version != VERSION {
-        return Err(Refusal::Version(version));
-    }
-    let n = u16_at(b, 6);
-    let op = Op::from_u16(n).ok_or(Refusal::UnknownOp(n))?;
+    let op = check_head(b, REQUEST_MAGIC)?;
     if u32_at(b, 8) != 0 {
         return Err(Refusal::Reserved);
     }
-    // Compared as u64: no length from user space is added to anything before this check.
-    let len = u64::from(u32_at(b, 12));
-    if len > MAX_BODY as u64 {
+    let len = u32_at(b, 12);
+    if u64::from(len) > MAX_BODY as u64 {
         return Err(Refusal::Oversized);
     }
-    let have = (b.len() - HEAD_LEN) as u64;
-    if have < len {
-        return Err(Refusal::Truncated);
-    }
-    if have > len {
-        return Err(Refusal::Trailing);
-    }
+    check_body_len(b.len() - HEAD_LEN, len)?;
     let body = core::str::from_utf8(&b[HEAD_LEN..]).map_err(|_| Refusal::NotText)?;
     if op.takes_body() == body.is_empty() {
         return Err(Refusal::Body);
@@ -268,28 +277,14 @@ impl ReplyHead {
         if b.len() < REPLY_HEAD_LEN {
             return Err(Refusal::Truncated);
         }
-        if b[0..4] != REPLY_MAGIC {
-            return Err(Refusal::Magic);
-        }
-        let version = u16_at(b, 4);
-        if version != VERSION {
-            return Err(Refusal::Version(version));
-        }
-        let n = u16_at(b, 6);
-        let op = Op::from_u16(n).ok_or(Refusal::UnknownOp(n))?;
+        let op = check_head(b, REPLY_MAGIC)?;
         let status = i32::from_le_bytes([b[8], b[9], b[10], b[11]]);
         let state = TestState::from_u32(u32_at(b, 12)).ok_or(Refusal::Reserved)?;
         let len = u32_at(b, 16);
         if u32_at(b, 20) != 0 || status > 0 {
             return Err(Refusal::Reserved);
         }
-        let have = (b.len() - REPLY_HEAD_LEN) as u64;
-        if have < u64::from(len) {
-            return Err(Refusal::Truncated);
-        }
-        if have > u64::from(len) {
-            return Err(Refusal::Trailing);
-        }
+        check_body_len(b.len() - REPLY_HEAD_LEN, len)?;
         Ok(ReplyHead {
             op,
             status,

@@ -38,9 +38,6 @@ use crate::{
 struct St {
     /// The running test, and the open file that started it (its number).
     run: Option<(Arc<Run>, u64)>,
-    /// Tests started since load: the work item of an earlier one (stopped, then ended after
-    /// a newer one started) does not take the newer one's place.
-    generation: u64,
     /// How the last test ended: its report, or why it could not run.
     last: Option<Result<KBox<Report>, Error>>,
 }
@@ -60,7 +57,7 @@ impl Local {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             st <- new_mutex!(
-                St { run: None, generation: 0, last: None },
+                St { run: None, last: None },
                 "fastreg::selftest::Local"
             ),
             cv <- new_condvar!("fastreg::selftest::Local::cv"),
@@ -97,12 +94,10 @@ impl Local {
         }
         let iface = lst::local_iface(ifaces, t)?;
         let run = lst::start(iface, t.peers(), t, timeout_ms)?;
-        st.generation = st.generation.wrapping_add(1);
-        let generation = st.generation;
         let me = self.clone();
         let waiter = run.clone();
         let spawned = verbs::module_wq().ok_or(ENODEV).and_then(|q| {
-            q.try_spawn(GFP_KERNEL, move || me.finish(waiter, generation))
+            q.try_spawn(GFP_KERNEL, move || me.finish(waiter))
                 .map_err(|_| ENOMEM)
         });
         if let Err(e) = spawned {
@@ -116,15 +111,15 @@ impl Local {
         Ok(())
     }
 
-    /// The work item of test number `generation`: waits until it is over, keeps its
-    /// report, and wakes whoever waits.
-    fn finish(&self, run: Arc<Run>, generation: u64) {
+    /// The work item of the running test: waits until it is over, keeps its report, and
+    /// wakes whoever waits. It is always the running one's: a test starts only when none
+    /// runs, and none runs again until this ends it (its start holds the lock until the
+    /// test is recorded as running, so this cannot end it before).
+    fn finish(&self, run: Arc<Run>) {
         let r = run.wait();
         let mut st = self.st.lock();
-        if st.generation == generation {
-            st.run = None;
-            st.last = Some(r);
-        }
+        st.run = None;
+        st.last = Some(r);
         self.cv.notify_all();
     }
 
