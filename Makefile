@@ -16,6 +16,8 @@
 #   make soak       3 nodes, 30 min of mixed traffic with faults and a fuzzing peer part-time
 #                   (SOAK_MINUTES=N for another length); figures from scripts/soak-report.py
 #   make bench      fastreg vs perftest and nvme-rdma, one VM and two nodes: build/bench/
+#   make scale      1,000 connections into one interface (tests/vm/19-scale.sh 1000; SCALE_N=N
+#                   for another count): setup rate, memory per connection, teardown times
 #   make lint       rustfmt, clippy (1.96, as the kernel) and checkpatch
 #   make clean      remove build products (the cached kernel stays, see README)
 #
@@ -30,7 +32,7 @@ else
 SETUP := vm
 endif
 
-.PHONY: all module setup test test-debug interop fuzz soak run bench lint clean
+.PHONY: all module setup test test-debug interop fuzz soak run bench scale lint clean
 
 all: module
 
@@ -71,6 +73,12 @@ run: module
 
 bench: module
 	@scripts/bench.sh
+
+# The test build: the scale test dials through the debug command `dial`.
+scale: setup
+	@scripts/kmake.sh -s modules
+	@FASTREG_VM_NOBUILD=1 scripts/vm.sh --memory 6G --timeout 5400 --no-load -- \
+		bash tests/vm/19-scale.sh $${SCALE_N:-1000}
 
 lint: setup
 	@scripts/lint.sh

@@ -120,6 +120,13 @@ __be32 fastreg_ib_port_ipv4(struct ib_device *device, u32 port);
 int fastreg_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 			 const struct ib_recv_wr **bad_wr);
 /* ib_dma_map_single() and friends are static inline; direction is DMA_BIDIRECTIONAL. */
+struct kmem_cache *fastreg_msg_cache_create(const char *name, unsigned int size);
+void *fastreg_msg_cache_zalloc(struct kmem_cache *cache);
+void fastreg_msg_cache_free(struct kmem_cache *cache, void *obj);
+void fastreg_msg_cache_destroy(struct kmem_cache *cache);
+unsigned int fastreg_msg_cache_size(struct kmem_cache *cache);
+/* The size kmalloc really allocates for @size bytes (its bucket's). */
+size_t fastreg_kmalloc_size(size_t size);
 u64 fastreg_ib_dma_map_single(struct ib_device *dev, void *cpu_addr, size_t size);
 int fastreg_ib_dma_mapping_error(struct ib_device *dev, u64 dma_addr);
 void fastreg_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size);

@@ -139,6 +139,7 @@ impl verbs::Client for Fastreg {
                 figures,
                 pd,
                 pool,
+                verbs::MsgCaches::new()?,
             ),
             GFP_KERNEL,
         )?;

@@ -46,6 +46,8 @@ pub(crate) struct DevRes {
     pub(crate) pd: Arc<Pd>,
     /// The fast-registration pool.
     pub(crate) pool: Arc<Pool>,
+    /// The caches of its interfaces' message buffers.
+    pub(crate) msgs: Arc<verbs::MsgCaches>,
     /// Set when the device is being removed: users stop starting work on it.
     pub(crate) removed: Atomic<bool>,
     /// The high half of the incarnation stamp of every interface on the device (random):
@@ -76,6 +78,7 @@ impl DevRes {
         figures: Figures,
         pd: Arc<Pd>,
         pool: Arc<Pool>,
+        msgs: Arc<verbs::MsgCaches>,
     ) -> Self {
         Self {
             name,
@@ -84,6 +87,7 @@ impl DevRes {
             figures,
             pd,
             pool,
+            msgs,
             removed: Atomic::new(false),
             stamp_base: verbs::incarnation() << 32,
             background: verbs::WaitCount::new(),

@@ -84,10 +84,13 @@ pub(crate) fn write_conns(ifaces: &Ifaces, f: &mut impl core::fmt::Write) -> cor
         return writeln!(f, "error: out of memory");
     };
     let mut by_state = [0u32; State::ALL.len()];
+    let (mut conns, mut mem) = (0usize, 0usize);
     for i in snaps.iter() {
         write_iface(i, f)?;
         for c in i.conns.iter() {
             write_conn(c, f)?;
+            conns += 1;
+            mem += c.mem;
             if let Some(n) = State::ALL.iter().position(|x| *x == c.state) {
                 by_state[n] += 1;
             }
@@ -98,7 +101,15 @@ pub(crate) fn write_conns(ifaces: &Ifaces, f: &mut impl core::fmt::Write) -> cor
         write!(f, " {}={}", s.name(), n)?;
     }
     writeln!(f)?;
-    writeln!(f, "totals: wrs_posted={}", verbs::posted_wrs())
+    // What connections take beyond their QPs and CQs: their message slots, in all and
+    // per connection (Documentation/performance.rst, "Many peers").
+    writeln!(
+        f,
+        "totals: wrs_posted={} conn_mem={} conn_mem_avg={}",
+        verbs::posted_wrs(),
+        mem,
+        mem.checked_div(conns).unwrap_or(0)
+    )
 }
 
 /// Rejects by reason: `name:count` for each one counted, or `none`.
@@ -207,9 +218,10 @@ fn write_conn(c: &ConnSnap, f: &mut impl core::fmt::Write) -> core::fmt::Result 
     let s = &c.stats;
     writeln!(
         f,
-        "credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} wrs={} served={} \
-         corrupt={} remote_inv={} busy={} retries={} inline={} attempts={} peer_stamp={:#x} \
-         reason={}",
+        "mem={} credits={} outstanding={} tx={} rx={} noops_tx={} noops_rx={} wrs={} \
+         served={} corrupt={} remote_inv={} busy={} retries={} inline={} attempts={} \
+         peer_stamp={:#x} reason={}",
+        c.mem,
         c.credits,
         c.outstanding,
         s.tx,

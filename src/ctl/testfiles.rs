@@ -143,8 +143,13 @@ impl CtlFile {
                 ));
                 (r, text)
             }
-            command::Ctl::Ping { local, peer, count } => {
-                let Some((iface, to)) = self.route(local, peer) else {
+            command::Ctl::Ping {
+                local,
+                peer,
+                count,
+                ports,
+            } => {
+                let Some((iface, to)) = self.route_at(local, peer, ports) else {
                     return no_interface();
                 };
                 let timeout_ms = p.timeout.saturating_mul(1000);
@@ -276,6 +281,17 @@ impl CtlFile {
                     CString::try_from_fmt(fmt!("{}", Show(self.console.listing()))),
                 )
             }
+            command::Ctl::Dial { local, peer, ports } => {
+                let Some((iface, to)) = self.route_at(local, peer, ports) else {
+                    return no_interface();
+                };
+                let r = iface.dial(to).map(|_| ());
+                let text = match &r {
+                    Ok(()) => CString::try_from_fmt(fmt!("ok")),
+                    Err(e) => CString::try_from_fmt(fmt!("error {:?}", e)),
+                };
+                (r, text)
+            }
             command::Ctl::Close { local, peer } => {
                 let r = self
                     .route(local, peer)
@@ -292,10 +308,24 @@ impl CtlFile {
 impl CtlFile {
     /// Interface `local`, and the address of `peer` on its port.
     fn route(&self, local: [u8; 4], peer: [u8; 4]) -> Option<(Arc<Iface>, verbs::SockAddr)> {
-        let iface = self.ifaces.find(local)?;
+        self.route_at(local, peer, command::Ports::default())
+    }
+
+    /// [`Self::route`] with the ports given: the interface at `local` and that port, the
+    /// peer at that port (by default the interface's).
+    fn route_at(
+        &self,
+        local: [u8; 4],
+        peer: [u8; 4],
+        ports: command::Ports,
+    ) -> Option<(Arc<Iface>, verbs::SockAddr)> {
+        let iface = match ports.local {
+            None => self.ifaces.find(local)?,
+            Some(port) => self.ifaces.find_at(verbs::SockAddr { ip: local, port })?,
+        };
         let to = verbs::SockAddr {
             ip: peer,
-            port: iface.addr().port,
+            port: ports.peer.unwrap_or(iface.addr().port),
         };
         Some((iface, to))
     }

@@ -69,6 +69,7 @@ impl Iface {
             n => res.geo.at_most(n),
         };
         let spare = KVec::with_capacity(SPARE_REGIONS, GFP_KERNEL)?;
+        let msgs = res.msgs.of(wire::msg_size(tun.max_inline) as usize)?;
         let iface = Arc::pin_init(
             pin_init!(Self {
                 res,
@@ -81,6 +82,7 @@ impl Iface {
                 seeds: Atomic::new(0),
                 max_conns: tun.max_conns as usize,
                 geo,
+                msgs,
                 configured: Atomic::new(false),
                 connected <- new_condvar!("fastreg::Iface::connected"),
                 spare <- new_mutex!(spare, "fastreg::Iface::spare"),

@@ -111,6 +111,12 @@ impl Ifaces {
         self.list.lock().iter().find(|i| i.addr.ip == ip).cloned()
     }
 
+    /// The interface at `addr` (its address and port).
+    #[cfg(fastreg_test)]
+    pub(crate) fn find_at(&self, addr: SockAddr) -> Option<Arc<Iface>> {
+        self.list.lock().iter().find(|i| i.addr == addr).cloned()
+    }
+
     /// Removes the interface at `ip` (and `port`, if given); `EBUSY` for one made through
     /// configfs.
     #[cfg(fastreg_test)]

@@ -32,6 +32,7 @@ impl Conn {
                     connect_err: None,
                     credits: 0,
                     outstanding: 0,
+                    mem: 0,
                     tx_free: KVec::new(),
                     tx_all: KVec::new(),
                     rx: KVec::new(),
@@ -119,14 +120,14 @@ impl Conn {
         for _ in 0..slots {
             let slot = Completion::new(TxSlot {
                 conn: self.clone(),
-                buf: MsgBuf::new(pd, asked.max_msg as usize)?,
+                buf: MsgBuf::new(pd, &self.iface.msgs, asked.max_msg as usize)?,
             })?;
             tx_all.push(slot.clone(), GFP_KERNEL)?;
             tx.push((slot, SendChain::with_capacity(wrs, wrs)?), GFP_KERNEL)?;
             rx.push(
                 Completion::new(RxSlot {
                     conn: self.clone(),
-                    buf: MsgBuf::new(pd, asked.max_msg as usize)?,
+                    buf: MsgBuf::new(pd, &self.iface.msgs, asked.max_msg as usize)?,
                 })?,
                 GFP_KERNEL,
             )?;
@@ -151,6 +152,7 @@ impl Conn {
     /// receives. Under the connection's lock: allocates nothing. On failure the slots
     /// stay with the connection, for its teardown.
     pub(super) fn install(&self, st: &mut ConnState, ep: &Endpoint<Ctx>, s: Slots) -> Result {
+        st.mem = s.footprint();
         // The slots refer to the connection: teardown breaks the cycle, and finds them here
         // whatever happens next.
         st.tx_free = s.tx;

@@ -315,6 +315,9 @@ pub(crate) struct Iface {
     max_conns: usize,
     /// How the buffers it registers as the sink of a PUT are cut into registrations.
     geo: Geometry,
+    /// The cache of its connections' message buffers: objects of its own message size
+    /// (`max_inline` and the header), whatever size a peer negotiates.
+    msgs: Arc<verbs::MsgCache>,
     /// Made through configfs: its directory owns it, and the debugfs commands leave it be.
     configured: Atomic<bool>,
     /// Test hooks ([`hooks`]; nothing in a production build).

@@ -86,6 +86,28 @@ impl Iface {
         Ok(())
     }
 
+    /// Starts connecting to `peer` unless a connection is up: the connection (`Ok`), or
+    /// the runs its dial had made when this one was asked for (`Err`), with the dial work
+    /// item kicked. Answers at once: the `dial` control command, and [`Iface::connect`]
+    /// before it waits.
+    #[cfg(fastreg_test)]
+    pub(crate) fn dial(
+        self: &Arc<Self>,
+        peer: SockAddr,
+    ) -> Result<core::result::Result<Arc<Conn>, u64>> {
+        let runs = {
+            let mut st = self.st.lock();
+            if let Some(c) = Self::established_in(&st, peer)? {
+                return Ok(Ok(c));
+            }
+            let d = self.dial_of(&mut st, peer)?;
+            d.want = true;
+            d.runs
+        };
+        self.kick_dials(None);
+        Ok(Err(runs))
+    }
+
     /// The established connection to `peer`, connecting (and negotiating) if needed, for
     /// callers that may sleep (the control commands). Waits for the peer's run to end; a
     /// signal ends the wait.
@@ -95,16 +117,10 @@ impl Iface {
     /// loop do not hammer an unreachable peer.
     #[cfg(fastreg_test)]
     pub(crate) fn connect(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
-        let runs = {
-            let mut st = self.st.lock();
-            if let Some(c) = Self::established_in(&st, peer)? {
-                return Ok(c);
-            }
-            let d = self.dial_of(&mut st, peer)?;
-            d.want = true;
-            d.runs
+        let runs = match self.dial(peer)? {
+            Ok(c) => return Ok(c),
+            Err(runs) => runs,
         };
-        self.kick_dials(None);
         let mut st = self.st.lock();
         loop {
             if let Some(c) = Self::established_in(&st, peer)? {

@@ -16,6 +16,8 @@ pub(crate) struct ConnSnap {
     pub(crate) params: Option<ConnParams>,
     pub(crate) credits: u32,
     pub(crate) outstanding: u32,
+    /// Bytes its message slots take (buffers, chains, slots).
+    pub(crate) mem: usize,
     pub(crate) stats: Stats,
     /// Work requests posted on its QP.
     pub(crate) wrs: u64,
@@ -64,6 +66,7 @@ impl Conn {
             params: st.params,
             credits: st.credits,
             outstanding: st.outstanding,
+            mem: st.mem,
             stats: st.stats,
             wrs: st.ep.as_ref().map(|e| e.posted_wrs()).unwrap_or(0),
             peer_stamp: st.peer_stamp,

@@ -42,6 +42,8 @@ pub(super) struct ConnState {
     pub(super) connect_err: Option<i32>,
     pub(super) credits: u32,
     pub(super) outstanding: u32,
+    /// Bytes its slots took when installed ([`Slots::footprint`]), 0 before.
+    pub(super) mem: usize,
     /// Idle send slots, each with its chain storage.
     pub(super) tx_free: KVec<(Arc<Completion<TxSlot>>, SendChain)>,
     /// Every send slot, idle or not (teardown takes back those whose completion the
@@ -158,6 +160,37 @@ pub(super) struct Slots {
     pub(super) recycle: KVec<Region>,
     pub(super) tagged: KVec<Tagged>,
     pub(super) early: KVec<(Arc<Completion<RxSlot>>, u32, Option<u32>)>,
+}
+
+impl Slots {
+    /// Bytes they take: the message buffers, the chains' storage, the slots and the
+    /// vectors' storage (what a connection allocates beyond its QP and CQs).
+    pub(super) fn footprint(&self) -> usize {
+        use verbs::{arc_footprint, vec_footprint as v};
+        let tx: usize = self
+            .tx
+            .iter()
+            .map(|(s, c)| {
+                arc_footprint::<Completion<TxSlot>>() + s.value().buf.footprint() + c.footprint()
+            })
+            .sum();
+        let rx: usize = self
+            .rx
+            .iter()
+            .map(|r| arc_footprint::<Completion<RxSlot>>() + r.value().buf.footprint())
+            .sum();
+        tx + rx
+            + v(&self.tx)
+            + v(&self.tx_all)
+            + v(&self.rx)
+            + v(&self.owed)
+            + v(&self.sinks)
+            + v(&self.unkey)
+            + v(&self.checks)
+            + v(&self.recycle)
+            + v(&self.tagged)
+            + v(&self.early)
+    }
 }
 
 /// Something owed to the peer, waiting for a credit and a send slot.

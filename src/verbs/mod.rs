@@ -41,6 +41,7 @@ mod fault;
 mod ib;
 mod mr;
 mod msgbuf;
+mod msgcache;
 mod pd;
 mod published;
 mod qp;
@@ -103,6 +104,12 @@ pub(crate) use mr::{
     Tally, //
 };
 pub(crate) use msgbuf::MsgBuf;
+pub(crate) use msgcache::{
+    arc_footprint,
+    vec_footprint, //
+    MsgCache,
+    MsgCaches,
+};
 pub(crate) use pd::Pd;
 pub(crate) use published::{
     Published,

@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Message buffers: small kmalloc'ed buffers DMA-mapped once, for SEND and RECV.
+//! Message buffers: objects of a message cache ([`MsgCache`]) DMA-mapped once, for SEND
+//! and RECV.
+
+use core::ptr::NonNull;
 
 use kernel::{prelude::*, sync::Arc};
+
+use super::MsgCache;
 
 use super::{
     new_bh_spinlock,
@@ -16,8 +21,8 @@ use super::{
     Pd, //
 };
 
-/// A message buffer of `len` bytes, DMA-mapped for one device, used with the PD's local
-/// DMA lkey.
+/// A message buffer of `len` bytes (in an object of its cache, at least that large),
+/// DMA-mapped for one device, used with the PD's local DMA lkey.
 ///
 /// The CPU reads and writes it through [`MsgBuf::with`] only while no work request uses
 /// it (after its receive completed, before it is posted again); `with` syncs the mapping
@@ -25,47 +30,71 @@ use super::{
 ///
 /// # Invariants
 ///
-/// `dma` is the mapping of `data`'s `len` bytes on `device`, unmapped in `Drop`.
+/// `data` is an object of `cache`, of at least `len` bytes, freed in `Drop`; `dma` is the
+/// mapping of its first `len` bytes on `device`, unmapped in `Drop` before the free. The
+/// CPU touches the bytes only under `lock`.
 #[pin_data(PinnedDrop)]
 pub(crate) struct MsgBuf {
     #[pin]
-    data: BhSpinLock<KVec<u8>>,
+    lock: BhSpinLock<()>,
+    data: NonNull<u8>,
     dma: u64,
     len: usize,
     lkey: u32,
     device: DeviceRef,
+    cache: Arc<MsgCache>,
 }
 
+// SAFETY: The bytes behind `data` are the buffer's own (type invariant) and touched only
+// under `lock`; the other fields are thread-safe.
+unsafe impl Send for MsgBuf {}
+// SAFETY: As above.
+unsafe impl Sync for MsgBuf {}
+
 impl MsgBuf {
-    /// Allocates and maps a zeroed buffer of `len` bytes on `pd`'s device.
-    pub(crate) fn new(pd: &Pd, len: usize) -> Result<Arc<Self>> {
-        let mut data = KVec::from_elem(0u8, len, GFP_KERNEL)?;
+    /// Allocates and maps a zeroed buffer of `len` bytes on `pd`'s device, from `cache`
+    /// (`EINVAL` if its objects are smaller).
+    pub(crate) fn new(pd: &Pd, cache: &Arc<MsgCache>, len: usize) -> Result<Arc<Self>> {
+        if len > cache.size() {
+            return Err(EINVAL);
+        }
+        let data = cache.alloc()?;
         let device: &Device = pd.device();
-        // SAFETY: `data` holds `len` bytes that stay allocated (the `KVec` is never resized)
-        // until `Drop` unmaps them.
-        let dma = unsafe {
-            ib::fastreg_ib_dma_map_single(device.as_raw(), data.as_mut_ptr().cast(), len)
-        };
+        // SAFETY: `data` is an object of at least `len` bytes that stays allocated until
+        // `Drop` unmaps, then frees it.
+        let dma =
+            unsafe { ib::fastreg_ib_dma_map_single(device.as_raw(), data.as_ptr().cast(), len) };
         // SAFETY: `dma` was returned by the mapping call on this device.
         if unsafe { ib::fastreg_ib_dma_mapping_error(device.as_raw(), dma) } != 0 {
+            // SAFETY: Allocated above from `cache`, not used.
+            unsafe { cache.free(data) };
             return Err(EIO);
         }
-        // INVARIANT: mapped above.
+        // INVARIANT: allocated and mapped above.
         let r = Arc::pin_init(
             pin_init!(Self {
-                data <- new_bh_spinlock!(data, "fastreg::MsgBuf::data"),
+                lock <- new_bh_spinlock!((), "fastreg::MsgBuf::lock"),
+                data,
                 dma,
                 len,
                 lkey: pd.local_dma_lkey(),
                 device: device.into(),
+                cache: cache.clone(),
             }),
             GFP_KERNEL,
         );
         if r.is_err() {
             // SAFETY: Mapped above and not used.
             unsafe { ib::fastreg_ib_dma_unmap_single(device.as_raw(), dma, len) };
+            // SAFETY: Allocated above from `cache`, unmapped, not used.
+            unsafe { cache.free(data) };
         }
         r
+    }
+
+    /// Bytes this buffer takes: its cache's object and its own allocation.
+    pub(crate) fn footprint(&self) -> usize {
+        self.cache.size() + super::arc_footprint::<Self>()
     }
 
     /// Size in bytes.
@@ -84,10 +113,13 @@ impl MsgBuf {
 
     /// Runs `f` on the bytes, synced for the CPU before and for the device after.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        let mut data = self.data.lock();
+        let _guard = self.lock.lock();
         // SAFETY: The mapping is valid (type invariant).
         unsafe { ib::fastreg_ib_dma_sync_single_for_cpu(self.device.as_raw(), self.dma, self.len) };
-        let r = f(&mut data);
+        // SAFETY: `data` holds at least `len` bytes, the buffer's own, touched by the CPU
+        // only under the lock held here (type invariant).
+        let data = unsafe { core::slice::from_raw_parts_mut(self.data.as_ptr(), self.len) };
+        let r = f(data);
         // SAFETY: As above.
         unsafe {
             ib::fastreg_ib_dma_sync_single_for_device(self.device.as_raw(), self.dma, self.len)
@@ -102,5 +134,7 @@ impl PinnedDrop for MsgBuf {
         // SAFETY: Mapped by the type invariant; work requests hold a reference to the buffer
         // while posted, so none uses it now.
         unsafe { ib::fastreg_ib_dma_unmap_single(self.device.as_raw(), self.dma, self.len) };
+        // SAFETY: An object of `cache` (type invariant), unmapped above, never used again.
+        unsafe { self.cache.free(self.data) };
     }
 }

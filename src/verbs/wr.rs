@@ -128,6 +128,17 @@ impl SendChain {
         })
     }
 
+    /// Bytes its storage takes (what [`SendChain::with_capacity`] allocated, as kmalloc
+    /// rounds it).
+    pub(crate) fn footprint(&self) -> usize {
+        use super::vec_footprint as bytes;
+        bytes(&self.wrs)
+            + bytes(&self.ranges)
+            + bytes(&self.sges)
+            + bytes(&self.mrs)
+            + bytes(&self.bufs)
+    }
+
     /// Forgets the work requests and drops the MR references, keeping the storage.
     pub(crate) fn clear(&mut self) {
         self.wrs.clear();

@@ -32,7 +32,8 @@ pub(crate) enum Ctl<'a> {
         /// Port, if not the default.
         port: Option<u16>,
     },
-    /// `ping LOCAL PEER [COUNT]`: IMMEDIATE round trips from interface LOCAL to PEER.
+    /// `ping LOCAL[:PORT] PEER[:PORT] [COUNT]`: IMMEDIATE round trips from interface LOCAL
+    /// to PEER (the ports default to the local interface's).
     Ping {
         /// Local interface address.
         local: [u8; 4],
@@ -40,6 +41,8 @@ pub(crate) enum Ctl<'a> {
         peer: [u8; 4],
         /// Round trips.
         count: u32,
+        /// The ports given.
+        ports: Ports,
     },
     /// `put|get LOCAL PEER OFFSET LENGTH [COUNT]`: bulk transfers of LENGTH bytes at OFFSET
     /// into the local buffer's first page, to (put) or from (get) the peer, each checked.
@@ -98,6 +101,17 @@ pub(crate) enum Ctl<'a> {
         /// Peer address.
         peer: [u8; 4],
     },
+    /// `dial LOCAL[:PORT] PEER[:PORT]`: starts connecting from LOCAL to PEER and answers at
+    /// once (the connection comes up in the background; many dials at once test setup at
+    /// scale).
+    Dial {
+        /// Local interface address.
+        local: [u8; 4],
+        /// Peer address.
+        peer: [u8; 4],
+        /// The ports given.
+        ports: Ports,
+    },
     /// `console allow|deny ADDR`, `console list`: the consoles that may drive this node's
     /// tests (`crate::selftest::session`), and the session it is in.
     Console {
@@ -127,6 +141,26 @@ pub(crate) enum Ctl<'a> {
         /// Mutations to make (0: stop).
         count: u64,
     },
+}
+
+/// The ports a command gave with its addresses (`IP:PORT`): an interface among several on
+/// one address, and a peer's port other than the local interface's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ports {
+    /// The local interface's.
+    pub(crate) local: Option<u16>,
+    /// The peer's.
+    pub(crate) peer: Option<u16>,
+}
+
+/// `IP` or `IP:PORT` (port 1 to 65535).
+fn parse_end(s: Option<&str>) -> Result<([u8; 4], Option<u16>), ParseError> {
+    let s = s.ok_or("missing address")?;
+    let (ip, port) = match s.split_once(':') {
+        Some((ip, port)) => (ip, Some(parse_num(port, 1, 65535)?)),
+        None => (s, None),
+    };
+    Ok((parse_ipv4(ip).ok_or("bad IPv4 address")?, port))
 }
 
 /// What the `fault` command does (see [`Ctl::Fault`]).
@@ -187,8 +221,8 @@ impl<'a> Ctl<'a> {
                 Ok(Ctl::IfaceDel { ip, port })
             }
             (Some("ping"), local) => {
-                let local = ip(local)?;
-                let peer = ip(w.next())?;
+                let (local, lport) = parse_end(local)?;
+                let (peer, pport) = parse_end(w.next())?;
                 let count = match w.next() {
                     Some(c) => parse_num(c, 1, u64::from(MAX_COUNT))?,
                     None => 1,
@@ -196,7 +230,28 @@ impl<'a> Ctl<'a> {
                 if w.next().is_some() {
                     return Err("too many words");
                 }
-                Ok(Ctl::Ping { local, peer, count })
+                let ports = Ports {
+                    local: lport,
+                    peer: pport,
+                };
+                Ok(Ctl::Ping {
+                    local,
+                    peer,
+                    count,
+                    ports,
+                })
+            }
+            (Some("dial"), local) => {
+                let (local, lport) = parse_end(local)?;
+                let (peer, pport) = parse_end(w.next())?;
+                if w.next().is_some() {
+                    return Err("too many words");
+                }
+                let ports = Ports {
+                    local: lport,
+                    peer: pport,
+                };
+                Ok(Ctl::Dial { local, peer, ports })
             }
             (Some(op @ ("put" | "get")), local) => {
                 let local = ip(local)?;

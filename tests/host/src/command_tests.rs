@@ -43,7 +43,7 @@ fn addresses() {
 
 #[test]
 fn control_commands() {
-    use crate::rules::command::{Ctl, IfaceTunables};
+    use crate::rules::command::{Ctl, IfaceTunables, Ports};
     assert_eq!(
         Ctl::parse("iface add rxe1 10.1.0.1 queue_depth=4 max_payload=1M port=9000\n"),
         Ok(Ctl::IfaceAdd {
@@ -87,8 +87,34 @@ fn control_commands() {
         Ok(Ctl::Ping {
             local: [10, 1, 0, 1],
             peer: [10, 1, 0, 2],
-            count: 5
+            count: 5,
+            ports: Ports::default()
         })
+    );
+    assert_eq!(
+        Ctl::parse("ping 10.1.0.1:7500 10.1.0.2:7471"),
+        Ok(Ctl::Ping {
+            local: [10, 1, 0, 1],
+            peer: [10, 1, 0, 2],
+            count: 1,
+            ports: Ports {
+                local: Some(7500),
+                peer: Some(7471)
+            }
+        })
+    );
+    assert_eq!(
+        Ctl::parse("ping 10.1.0.1:0 10.1.0.2"),
+        Err("value out of range")
+    );
+    assert_eq!(
+        Ctl::parse("ping 10.1.0.1:65536 10.1.0.2"),
+        Err("value out of range")
+    );
+    assert_eq!(Ctl::parse("ping 10.1.0.1: 10.1.0.2"), Err("bad number"));
+    assert_eq!(
+        Ctl::parse("ping 10.1.0.1:7471:1 10.1.0.2"),
+        Err("bad number")
     );
     assert_eq!(
         Ctl::parse("get 10.1.0.1 10.1.0.2 4095 1M 3"),
@@ -107,6 +133,30 @@ fn control_commands() {
             local: [10, 1, 0, 1],
             peer: [10, 1, 0, 2]
         })
+    );
+    assert_eq!(
+        Ctl::parse("dial 10.1.0.1 10.1.0.2"),
+        Ok(Ctl::Dial {
+            local: [10, 1, 0, 1],
+            peer: [10, 1, 0, 2],
+            ports: Ports::default()
+        })
+    );
+    assert_eq!(
+        Ctl::parse("dial 10.1.0.1:7472 10.1.0.2"),
+        Ok(Ctl::Dial {
+            local: [10, 1, 0, 1],
+            peer: [10, 1, 0, 2],
+            ports: Ports {
+                local: Some(7472),
+                peer: None
+            }
+        })
+    );
+    assert_eq!(Ctl::parse("dial 10.1.0.1"), Err("missing address"));
+    assert_eq!(
+        Ctl::parse("dial 10.1.0.1 10.1.0.2 3"),
+        Err("too many words")
     );
     assert_eq!(
         Ctl::parse("fuzz 10.1.0.2 seed=42 rate=20000 count=100000"),
