@@ -108,7 +108,7 @@ pub(crate) const MAX_CONNS: Spec = Spec {
 
 /// Most bytes of a transfer carried inline, in its messages, with no registration; 0
 /// disables inline transfers. Negotiated down to the peer's. Messages grow to hold it
-/// (`4096 + 56` bytes for the default: 8 KiB buffers).
+/// (`4096 + 56` bytes for the default, from a cache of exactly that size).
 pub(crate) const MAX_INLINE: Spec = Spec {
     name: "max_inline",
     min: 0,
