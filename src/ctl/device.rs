@@ -88,7 +88,7 @@ pub(crate) struct CtlDev;
 
 /// A reply not yet read, and how much of it was.
 struct Pending {
-    bytes: KVec<u8>,
+    bytes: KVVec<u8>,
     at: usize,
 }
 
@@ -107,8 +107,10 @@ pub(crate) struct OpenFile {
     reply: Mutex<Pending>,
 }
 
-/// A reply's body, as it is written (after room for its head).
-struct Text(KVec<u8>);
+/// A reply's body, as it is written (after room for its head). Allocated with
+/// `kvmalloc`: a snapshot of a thousand connections is some 300 KB, which kmalloc alone
+/// would need contiguous pages for.
+struct Text(KVVec<u8>);
 
 impl core::fmt::Write for Text {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {
@@ -131,7 +133,7 @@ impl DevFile for CtlDev {
                 node,
                 id: OPENED.fetch_add(1, Relaxed) + 1,
                 busy: Atomic::new(false),
-                reply <- new_mutex!(Pending { bytes: KVec::new(), at: 0 }, "fastreg::ctl::reply"),
+                reply <- new_mutex!(Pending { bytes: KVVec::new(), at: 0 }, "fastreg::ctl::reply"),
             }),
             GFP_KERNEL_ACCOUNT,
         )
@@ -170,7 +172,7 @@ impl DevFile for CtlDev {
 /// answered; its reply replaces the last one.
 fn serve(me: &OpenFile, iov: &mut IovIterSource<'_>, n: usize) -> Result<usize> {
     *me.reply.lock() = Pending {
-        bytes: KVec::new(),
+        bytes: KVVec::new(),
         at: 0,
     };
     if n > MAX_REQUEST {
@@ -204,8 +206,8 @@ fn refused(why: ctldev::Refusal) -> Error {
 /// Answers request `req` of file `me`: the reply's bytes, head and body. Fails only when
 /// no reply can be made (no memory) or a wait is interrupted (`EINTR`).
 #[inline(never)]
-fn answer(me: &OpenFile, req: &ctldev::Request<'_>) -> Result<KVec<u8>> {
-    let mut out = Text(KVec::with_capacity(
+fn answer(me: &OpenFile, req: &ctldev::Request<'_>) -> Result<KVVec<u8>> {
+    let mut out = Text(KVVec::with_capacity(
         REPLY_HEAD_LEN + 256,
         GFP_KERNEL_ACCOUNT,
     )?);

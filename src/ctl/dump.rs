@@ -89,8 +89,11 @@ pub(crate) fn write_conns(ifaces: &Ifaces, f: &mut impl core::fmt::Write) -> cor
         write_iface(i, f)?;
         for c in i.conns.iter() {
             write_conn(c, f)?;
-            conns += 1;
-            mem += c.mem;
+            // Those with slots: not yet set up, or torn down, a connection has none.
+            if c.mem > 0 {
+                conns += 1;
+                mem += c.mem;
+            }
             if let Some(n) = State::ALL.iter().position(|x| *x == c.state) {
                 by_state[n] += 1;
             }
@@ -102,7 +105,7 @@ pub(crate) fn write_conns(ifaces: &Ifaces, f: &mut impl core::fmt::Write) -> cor
     }
     writeln!(f)?;
     // What connections take beyond their QPs and CQs: their message slots, in all and
-    // per connection (Documentation/performance.rst, "Many peers").
+    // per connection that has them (Documentation/performance.rst, "Many peers").
     writeln!(
         f,
         "totals: wrs_posted={} conn_mem={} conn_mem_avg={}",

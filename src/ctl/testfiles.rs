@@ -91,9 +91,10 @@ impl CtlFile {
     fn run(&self, reader: &mut UserSliceReader) -> Result {
         let mut buf = [0u8; 160];
         let cmd = read_command("ctl", reader, &mut buf, command::Ctl::parse)?;
-        let mut last = self.last.lock();
+        // Commands run side by side (many peers' transfers at once, 19-scale.sh): the
+        // file keeps the answer of the last one to end; each write's status is its own.
         let (r, text) = self.exec(&cmd);
-        *last = Some(text?);
+        *self.last.lock() = Some(text?);
         r
     }
 
@@ -175,8 +176,9 @@ impl CtlFile {
                 offset,
                 len,
                 count,
+                ports,
             } => {
-                let Some((iface, to)) = self.route(local, peer) else {
+                let Some((iface, to)) = self.route_at(local, peer, ports) else {
                     return no_interface();
                 };
                 let timeout_ms = p.timeout.saturating_mul(1000);

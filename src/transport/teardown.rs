@@ -218,6 +218,8 @@ impl Conn {
         KVec<Arc<Completion<RxSlot>>>,
         KVec<(Arc<Completion<RxSlot>>, u32, Option<u32>)>,
     ) {
+        // Its memory goes with the slots (a closed connection still listed shows none).
+        st.mem = 0;
         (
             core::mem::take(&mut st.tx_free),
             core::mem::take(&mut st.tx_all),

@@ -239,6 +239,7 @@ void fastreg_msg_cache_free(struct kmem_cache *cache, void *obj)
 
 void fastreg_msg_cache_destroy(struct kmem_cache *cache)
 {
+	might_sleep();
 	kmem_cache_destroy(cache);
 }
 

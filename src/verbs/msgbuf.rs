@@ -92,7 +92,9 @@ impl MsgBuf {
         r
     }
 
-    /// Bytes this buffer takes: its cache's object and its own allocation.
+    /// Bytes this buffer takes: its cache's object and its own allocation (a lower bound:
+    /// the slab's slack, at most an eighth of the object at the default size, is not
+    /// counted).
     pub(crate) fn footprint(&self) -> usize {
         self.cache.size() + super::arc_footprint::<Self>()
     }

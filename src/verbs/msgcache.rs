@@ -42,7 +42,11 @@ pub(crate) struct MsgCache {
     asked: usize,
 }
 
-// SAFETY: A `kmem_cache` may be used and destroyed from any thread.
+// SAFETY: A `kmem_cache` may be used from any thread, and destroyed from any thread in
+// process context: `kmem_cache_destroy` sleeps. The last reference goes where the last
+// buffer does, with the last reference to its connection (slots drop their connection
+// before their buffer), which teardown keeps in process context; the C helper says
+// `might_sleep()` so that a wrong context shows.
 unsafe impl Send for MsgCache {}
 // SAFETY: Allocating and freeing from a `kmem_cache` are thread-safe.
 unsafe impl Sync for MsgCache {}

@@ -5,7 +5,9 @@
 # own port: a RoCE device's connections can use only its first 256 GIDs, so not one address
 # per interface; and a peer address may hold a quarter of A's max_conns), all dial the
 # node's default interface A at once (the debug command `dial`: the interfaces' dial work items connect, no thread
-# per attempt). All N connections come up, and each carries a round trip. Then the
+# per attempt). All N connections come up, and each carries a round trip; then every peer
+# PUTs, then GETs, at once, every byte checked: no error, the slowest peer within twice the
+# average. Then the
 # teardown, three ways, each timed: A's interface removed (A's N connections, and their
 # peers' ends), the device removed (`rdma link delete`), and `rmmod` with N connections
 # up. Nothing is left: no RDMA resource, no message cache, no kernel report, no leak where
@@ -13,7 +15,8 @@
 #
 # Figures, as "# scale:" lines: the setup rate, the memory per connection (fastreg's own
 # count, conn_mem_avg, per end; the node's slab and page counts before and after, per
-# connection, both ends being on this node) and the teardown times. `make scale` runs it
+# connection, both ends being on this node), the PUT and GET traffic from every peer at
+# once (per peer, every byte checked) and the teardown times. `make scale` runs it
 # with N=1000 (scripts/scale.sh); make test with N=100.
 #
 #   tests/vm/19-scale.sh [N]
@@ -63,9 +66,28 @@ established_is() {
 	[ "${n:-0}" = "$1" ] || { echo "$n established, not $1"; return 1; }
 }
 
-# none_left: no connection in any state.
+# none_left: no connection in any state (the file read whole: its last line counts them).
 none_left() {
-	[ -z "$(grep '^  conn ' "$CONNS")" ] || { echo "$(grep -c '^  conn ' "$CONNS") connections left"; return 1; }
+	local c
+	c=$(cat "$CONNS")
+	grep -q '^connections: idle=0 .* established=0 closing=0 closed=0$' <<<"$c" ||
+		{ grep '^connections:' <<<"$c" || echo "no connections line"; return 1; }
+	! grep -q '^  conn ' <<<"$c" || { echo "$(grep -c '^  conn ' <<<"$c") connections left"; return 1; }
+}
+
+# buffers_cached: the connections' message buffers are objects of a fastreg_msg cache of
+# their size: at least 2 x (queue_depth + 2) = 20 of 4152 bytes per end, 2 ends each.
+buffers_cached() {
+	awk -v want=$((40 * N)) '$1 ~ /^fastreg_msg_/ && $4 == 4152 { n += $2 }
+		END { if (n < want) { print n " objects of 4152 bytes, not " want; exit 1 } }' /proc/slabinfo
+}
+
+# each_counted: every connection end counts the memory of its slots.
+each_counted() {
+	local bad
+	bad=$(grep '^  conn ' "$CONNS" | grep -vc ' mem=[1-9]')
+	[ "$bad" = 0 ] || { echo "$bad connection ends with mem=0"; return 1; }
+	[ "$(grep -c '^  conn ' "$CONNS")" = $((2 * N)) ]
 }
 
 # until_ok CMD...: polls CMD every 0.5 s until it succeeds, at most LIMIT seconds.
@@ -130,6 +152,52 @@ pings() {
 	[ $bad = 0 ] || { echo "$bad of $N pings failed"; return 1; }
 }
 
+# pings_kept: the pings, on the connections that were up (none closed, none added).
+pings_kept() {
+	pings && established_is $((2 * N)) && ! grep -q '^  closed ' "$CONNS"
+}
+
+# Traffic from every peer at once: each client PUTs (then GETs) COUNT transfers of SIZE
+# bytes to A, every byte checked, in a process of its own (ctl commands run side by side),
+# all started together.
+SIZE=16384
+COUNT=${SCALE_COUNT:-40}
+
+# traffic put|get: every client's transfers at once; per client its seconds in
+# /tmp/traffic/K (a failed command leaves "failed"). Zero errors, and the slowest client
+# within 2x the average (each counted on its own: none starved while the others ran).
+#
+# traffic put|get K: the first K clients only, each with N/K times as many transfers (the
+# same bytes in all: the aggregate rate beside all N's, "Many peers" in performance.rst).
+traffic() {
+	local op=$1 peers=${2:-$N} k count
+	count=$((COUNT * N / ${2:-$N}))
+	rm -rf /tmp/traffic /tmp/traffic.go && mkdir /tmp/traffic
+	for k in $(seq "$peers"); do
+		(
+			until [ -e /tmp/traffic.go ]; do sleep 0.1; done
+			t0=$(date +%s.%N)
+			if echo "$op $(end "$k") $A:7471 0 $SIZE $count" >"$DBG/ctl" 2>/dev/null; then
+				awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f\n", b - a }' >/tmp/traffic/$k
+			else
+				echo failed >/tmp/traffic/$k
+			fi
+		) &
+	done
+	touch /tmp/traffic.go
+	wait
+	awk -v n="$peers" -v op="$op" -v size=$SIZE -v count="$count" '
+		$1 == "failed" { bad++; next }
+		{ t[NR] = $1; sum += $1; if ($1 > max) max = $1; if (min == "" || $1 < min) min = $1; ok++ }
+		END {
+			if (ok + bad != n) { print ok + bad " results, not " n; exit 1 }
+			if (bad) { print bad " of " n " clients failed"; exit 1 }
+			avg = sum / ok
+			printf "# scale: %s from %d peers at once: %d x %d bytes each, checked: per peer min %.2f s avg %.2f s max %.2f s (max/avg %.2f), %.1f MB/s in all\n", op, n, count, size, min, avg, max, max / avg, n * count * size / max / 1e6 > "/dev/stderr"
+			if (max > 2 * avg) { print "the slowest peer took " max " s, more than twice the average " avg; exit 1 }
+		}' /tmp/traffic/* 2>&3
+}
+
 # mem: "free_kib slab_kib vmalloc_kib" now, the caches dropped first.
 mem() {
 	sync
@@ -164,7 +232,7 @@ caches_gone() {
 	! grep -q '^fastreg_msg' /proc/slabinfo || { grep '^fastreg_msg' /proc/slabinfo; return 1; }
 }
 
-ktap_begin 22
+ktap_begin $((N > 100 ? 27 : 25))
 before=$(resource_counts)
 check "insmod" load
 check "A listens" wait_for listening 7471
@@ -174,11 +242,19 @@ check "$N client interfaces" clients
 m0=$(mem)
 check "$N dials at once: $((2 * N)) connection ends established" dial_all
 m1=$(mem)
-check "a round trip on each of the $N connections" pings
-check "A's connections have their message buffers from a cache of their size" \
-	grep -q '^fastreg_msg_' /proc/slabinfo
-check "each connection counts its memory" \
-	bash -c "[ \"\$(sed -n 's/^totals:.* conn_mem_avg=\([0-9]*\).*/\1/p' $CONNS)\" -gt 0 ]"
+check "a round trip on each of the $N connections, on the connections dialled" pings_kept
+check "their message buffers come from a cache of their size" buffers_cached
+check "each connection end counts its memory" each_counted
+if [ "$N" -gt 100 ]; then
+	check "PUTs from 8 peers at once (the same bytes in all), every byte checked" traffic put 8
+	check "GETs from 8 peers at once (the same bytes in all), every byte checked" traffic get 8
+fi
+check "PUTs from all $N peers at once, every byte checked: no error, the slowest within 2x the average" \
+	traffic put
+check "GETs from all $N peers at once, every byte checked: no error, the slowest within 2x the average" \
+	traffic get
+check "still $N connections, none closed" \
+	bash -c ". tests/vm/lib.sh; grep -q ' established=$((2 * N)) ' $CONNS && ! grep -q '^  closed ' $CONNS"
 
 read -r f0 s0 v0 <<<"$m0"
 read -r f1 s1 v1 <<<"$m1"

@@ -44,8 +44,9 @@ pub(crate) enum Ctl<'a> {
         /// The ports given.
         ports: Ports,
     },
-    /// `put|get LOCAL PEER OFFSET LENGTH [COUNT]`: bulk transfers of LENGTH bytes at OFFSET
-    /// into the local buffer's first page, to (put) or from (get) the peer, each checked.
+    /// `put|get LOCAL[:PORT] PEER[:PORT] OFFSET LENGTH [COUNT]`: bulk transfers of LENGTH
+    /// bytes at OFFSET into the local buffer's first page, to (put) or from (get) the peer,
+    /// each checked.
     Bulk {
         /// GET rather than PUT.
         get: bool,
@@ -59,6 +60,8 @@ pub(crate) enum Ctl<'a> {
         len: u64,
         /// Transfers.
         count: u32,
+        /// The ports given.
+        ports: Ports,
     },
     /// `fault LOCAL PEER magic|regs|length|credits|stale_rkey|stale_get`: test hooks. The first
     /// three send a GET whose request is corrupted that way (the peer must close the
@@ -254,8 +257,12 @@ impl<'a> Ctl<'a> {
                 Ok(Ctl::Dial { local, peer, ports })
             }
             (Some(op @ ("put" | "get")), local) => {
-                let local = ip(local)?;
-                let peer = ip(w.next())?;
+                let (local, lport) = parse_end(local)?;
+                let (peer, pport) = parse_end(w.next())?;
+                let ports = Ports {
+                    local: lport,
+                    peer: pport,
+                };
                 let offset = parse_num(w.next().ok_or("missing offset")?, 0, MAX_OFFSET)?;
                 let len = parse_num(w.next().ok_or("missing length")?, 1, 64 << 20)?;
                 let count = match w.next() {
@@ -272,6 +279,7 @@ impl<'a> Ctl<'a> {
                     offset,
                     len,
                     count,
+                    ports,
                 })
             }
             (Some("fault"), local) => {

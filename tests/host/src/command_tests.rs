@@ -124,7 +124,8 @@ fn control_commands() {
             peer: [10, 1, 0, 2],
             offset: 4095,
             len: 1 << 20,
-            count: 3
+            count: 3,
+            ports: Ports::default()
         })
     );
     assert_eq!(
