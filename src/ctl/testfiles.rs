@@ -294,9 +294,9 @@ impl CtlFile {
                 };
                 (r, text)
             }
-            command::Ctl::Close { local, peer } => {
+            command::Ctl::Close { local, peer, ports } => {
                 let r = self
-                    .route(local, peer)
+                    .route_at(local, peer, ports)
                     .ok_or(ENOENT)
                     .and_then(|(i, to)| i.close(to));
                 let text =

@@ -86,26 +86,22 @@ impl Iface {
         Ok(())
     }
 
-    /// Starts connecting to `peer` unless a connection is up: the connection (`Ok`), or
-    /// the runs its dial had made when this one was asked for (`Err`), with the dial work
-    /// item kicked. Answers at once: the `dial` control command, and [`Iface::connect`]
-    /// before it waits.
+    /// Starts connecting to `peer` unless a connection is up, with the dial work item
+    /// kicked. Answers at once: the `dial` control command, and [`Iface::connect`] before
+    /// it waits.
     #[cfg(fastreg_test)]
-    pub(crate) fn dial(
-        self: &Arc<Self>,
-        peer: SockAddr,
-    ) -> Result<core::result::Result<Arc<Conn>, u64>> {
+    pub(crate) fn dial(self: &Arc<Self>, peer: SockAddr) -> Result<Dialled> {
         let runs = {
             let mut st = self.st.lock();
             if let Some(c) = Self::established_in(&st, peer)? {
-                return Ok(Ok(c));
+                return Ok(Dialled::Up(c));
             }
             let d = self.dial_of(&mut st, peer)?;
             d.want = true;
             d.runs
         };
         self.kick_dials(None);
-        Ok(Err(runs))
+        Ok(Dialled::Started(runs))
     }
 
     /// The established connection to `peer`, connecting (and negotiating) if needed, for
@@ -118,8 +114,8 @@ impl Iface {
     #[cfg(fastreg_test)]
     pub(crate) fn connect(self: &Arc<Self>, peer: SockAddr) -> Result<Arc<Conn>> {
         let runs = match self.dial(peer)? {
-            Ok(c) => return Ok(c),
-            Err(runs) => runs,
+            Dialled::Up(c) => return Ok(c),
+            Dialled::Started(runs) => runs,
         };
         let mut st = self.st.lock();
         loop {
@@ -198,4 +194,13 @@ impl Iface {
         drop(self.dialer.lock());
         verbs::cancel_delayed_sync::<_, 1>(self); // `dial_later`
     }
+}
+
+/// What [`Iface::dial`] found.
+#[cfg(fastreg_test)]
+pub(crate) enum Dialled {
+    /// A connection is up.
+    Up(Arc<Conn>),
+    /// Connecting: the runs the peer's dial had made when it was asked for.
+    Started(u64),
 }

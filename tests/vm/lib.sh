@@ -194,15 +194,16 @@ listening() {
 	rdma resource show cm_id | grep -qE "LISTEN.*:$1( |$)"
 }
 
-# wait_for CMD...: polls CMD every 0.2 s until it succeeds, at most 90 s; fails with CMD's
-# last output if it never does. How a test knows that transfers it started in the
-# background are moving data (`wait_for registered N DEV`): the CLI alone takes seconds
-# to start under emulation, so a fixed sleep proves nothing.
+# wait_for CMD...: polls CMD every WAIT_POLL seconds (0.2 unless set) until it succeeds, at
+# most WAIT_S seconds (90 unless set); fails with CMD's last output if it never does. How a test knows that
+# transfers it started in the background are moving data (`wait_for registered N DEV`):
+# the CLI alone takes seconds to start under emulation, so a fixed sleep proves nothing.
 wait_for() {
-	local deadline=$((SECONDS + 90)) out
+	local limit=${WAIT_S:-90}
+	local deadline=$((SECONDS + limit)) out
 	until out=$("$@" 2>&1); do
-		[ $SECONDS -lt $deadline ] || { echo "after 90 s: ${out:-$* failed}"; return 1; }
-		sleep 0.2
+		[ $SECONDS -lt $deadline ] || { echo "after $limit s: ${out:-$* failed}"; return 1; }
+		sleep "${WAIT_POLL:-0.2}"
 	done
 }
 

@@ -97,12 +97,14 @@ pub(crate) enum Ctl<'a> {
         /// How many times.
         n: u32,
     },
-    /// `close LOCAL PEER`: closes the connection between them.
+    /// `close LOCAL[:PORT] PEER[:PORT]`: closes the connection between them.
     Close {
         /// Local interface address.
         local: [u8; 4],
         /// Peer address.
         peer: [u8; 4],
+        /// The ports given.
+        ports: Ports,
     },
     /// `dial LOCAL[:PORT] PEER[:PORT]`: starts connecting from LOCAL to PEER and answers at
     /// once (the connection comes up in the background; many dials at once test setup at
@@ -244,7 +246,7 @@ impl<'a> Ctl<'a> {
                     ports,
                 })
             }
-            (Some("dial"), local) => {
+            (Some(cmd @ ("dial" | "close")), local) => {
                 let (local, lport) = parse_end(local)?;
                 let (peer, pport) = parse_end(w.next())?;
                 if w.next().is_some() {
@@ -254,7 +256,11 @@ impl<'a> Ctl<'a> {
                     local: lport,
                     peer: pport,
                 };
-                Ok(Ctl::Dial { local, peer, ports })
+                Ok(if cmd == "dial" {
+                    Ctl::Dial { local, peer, ports }
+                } else {
+                    Ctl::Close { local, peer, ports }
+                })
             }
             (Some(op @ ("put" | "get")), local) => {
                 let (local, lport) = parse_end(local)?;
@@ -322,14 +328,7 @@ impl<'a> Ctl<'a> {
                 }
                 Ok(Ctl::Misbehave { local, how, n })
             }
-            (Some("close"), local) => {
-                let local = ip(local)?;
-                let peer = ip(w.next())?;
-                if w.next().is_some() {
-                    return Err("too many words");
-                }
-                Ok(Ctl::Close { local, peer })
-            }
+
             (Some("console"), Some(what @ ("allow" | "deny"))) => {
                 let ip = ip(w.next())?;
                 if w.next().is_some() {

@@ -132,7 +132,8 @@ fn control_commands() {
         Ctl::parse("close 10.1.0.1 10.1.0.2"),
         Ok(Ctl::Close {
             local: [10, 1, 0, 1],
-            peer: [10, 1, 0, 2]
+            peer: [10, 1, 0, 2],
+            ports: Ports::default()
         })
     );
     assert_eq!(
